@@ -1,0 +1,780 @@
+//! Extraction: one file in, facts plus diagnostics out.
+//!
+//! A file is parsed with tree-sitter and the language's tags query
+//! (`queries/<lang>/tags.scm`); the captures become entities, call sites, imports,
+//! bases and (Java) declared variable types. Nothing here knows Cozo, tantivy or a model,
+//! and nothing here looks at another file: name resolution happens in `resolve`.
+//! A file that cannot be read or parsed yields a [`Skip`] with the reason, never an error
+//! that stops the run.
+
+mod java;
+mod python;
+mod typescript;
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use streaming_iterator::StreamingIterator;
+use tree_sitter::{Node, Parser, Query, QueryCursor};
+
+use crate::lang::{is_test_path, Lang};
+
+/// The kind of an entity, as stored in the `entity` relation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Module,
+    Class,
+    Interface,
+    Enum,
+    Function,
+    Method,
+    Field,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Module => "module",
+            Kind::Class => "class",
+            Kind::Interface => "interface",
+            Kind::Enum => "enum",
+            Kind::Function => "function",
+            Kind::Method => "method",
+            Kind::Field => "field",
+        }
+    }
+
+    pub fn is_type(self) -> bool {
+        matches!(self, Kind::Class | Kind::Interface | Kind::Enum)
+    }
+
+    fn from_capture(s: &str) -> Option<Kind> {
+        Some(match s {
+            "class" => Kind::Class,
+            "interface" => Kind::Interface,
+            "enum" => Kind::Enum,
+            "function" => Kind::Function,
+            "method" => Kind::Method,
+            "field" => Kind::Field,
+            _ => return None,
+        })
+    }
+}
+
+/// An entity defined in a file. `parent` indexes into [`FileFacts::entities`]; the module
+/// entity is always index 0 and has no parent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entity {
+    pub id: String,
+    pub kind: Kind,
+    pub name: String,
+    pub qname: String,
+    pub parent: Option<u32>,
+    pub start_line: u32,
+    pub end_line: u32,
+    pub signature: String,
+    pub doc: String,
+    /// Bases, superclasses and interfaces as written, generic arguments removed.
+    pub bases: Vec<String>,
+    /// Java: parameter types as written; the arity resolution compares against.
+    pub params: Vec<String>,
+    /// Java: the last parameter is varargs.
+    pub varargs: bool,
+    pub is_test: bool,
+}
+
+/// A call as written. `owner` is the entity the call belongs to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Call {
+    pub owner: u32,
+    pub line: u32,
+    pub name: String,
+    /// The receiver as written (`self`, `os.path`, `this`, `super()`), empty for a bare call.
+    pub receiver: String,
+    pub args: u32,
+    /// `new C(...)` (TS, Java).
+    pub new: bool,
+}
+
+/// How an import statement binds names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ImportKind {
+    /// `import a.b` / `import a.b as c` (Python), `import a.b.C;` (Java).
+    Module,
+    /// `from m import n` (Python), `import {n} from 'm'` (TS), `import a.b.C;` (Java: n = C).
+    Name,
+    /// `from m import *`, `import a.b.*;`, `export * from 'm'`.
+    Star,
+    /// `import d from 'm'`.
+    Default,
+    /// `import * as ns from 'm'`.
+    Namespace,
+    /// `export {a as b} from 'm'`.
+    ReExport,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Import {
+    pub line: u32,
+    /// The module as written: Python with its leading dots, a TS specifier, a Java package.
+    pub module: String,
+    /// The imported name: empty for a whole module, `*` for star imports, `default`.
+    pub name: String,
+    /// The local name when it differs from `name`.
+    pub alias: String,
+    pub kind: ImportKind,
+    /// Java `import static`.
+    pub is_static: bool,
+}
+
+impl Import {
+    /// The name this import binds in the importing file, if any.
+    pub fn local_name(&self) -> Option<&str> {
+        if !self.alias.is_empty() {
+            return Some(&self.alias);
+        }
+        match self.kind {
+            ImportKind::Name | ImportKind::ReExport => Some(&self.name),
+            ImportKind::Module => self.module.split('.').next(),
+            _ => None,
+        }
+    }
+}
+
+/// A declared variable type (Java), scoped to the entity that declares it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Var {
+    pub owner: u32,
+    pub name: String,
+    pub ty: String,
+}
+
+/// Everything one file says, before any other file is looked at.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileFacts {
+    pub path: String,
+    pub lang: Lang,
+    pub hash: String,
+    pub lines: u32,
+    pub is_test: bool,
+    /// Java package (empty elsewhere).
+    pub package: String,
+    pub entities: Vec<Entity>,
+    pub calls: Vec<Call>,
+    pub imports: Vec<Import>,
+    pub vars: Vec<Var>,
+    /// Error and missing nodes in the tree: the partial tree was kept.
+    pub syntax_errors: u32,
+}
+
+/// Why a file was not indexed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Skip {
+    pub path: String,
+    pub reason: String,
+}
+
+/// Per-file budgets.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_bytes: u64,
+    pub max_parse_time: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_bytes: 2 * 1024 * 1024, max_parse_time: Duration::from_secs(5) }
+    }
+}
+
+/// The roles of a query's captures, resolved once per compiled query.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Role {
+    Def(Kind),
+    Name,
+    Value,
+    Call,
+    New,
+    Receiver,
+    Arguments,
+    Import,
+    Package,
+    BaseOwner,
+    Base,
+    VarType,
+    VarName,
+    Other,
+}
+
+/// A compiled query with its capture roles.
+pub struct Compiled {
+    query: Query,
+    roles: Vec<Role>,
+}
+
+/// The compiled queries of every grammar, built once and shared by the worker threads.
+/// Index by [`grammar_slot`].
+fn compiled() -> &'static [Result<Compiled, String>; 4] {
+    static ALL: OnceLock<[Result<Compiled, String>; 4]> = OnceLock::new();
+    ALL.get_or_init(|| {
+        let dir = std::env::var_os("REPROAGENT_QUERIES").map(std::path::PathBuf::from);
+        let one = |lang: Lang, sample: &str| compile(lang, sample, dir.as_deref());
+        [
+            one(Lang::Python, "a.py"),
+            one(Lang::TypeScript, "a.ts"),
+            one(Lang::TypeScript, "a.tsx"),
+            one(Lang::Java, "a.java"),
+        ]
+    })
+}
+
+fn grammar_slot(lang: Lang, path: &str) -> usize {
+    match lang {
+        Lang::Python => 0,
+        Lang::TypeScript => {
+            if path.ends_with(".ts") || path.ends_with(".mts") || path.ends_with(".cts") {
+                1
+            } else {
+                2
+            }
+        }
+        Lang::Java => 3,
+    }
+}
+
+fn compile(lang: Lang, sample: &str, dir: Option<&std::path::Path>) -> Result<Compiled, String> {
+    let text = lang.tags_query(dir).map_err(|e| format!("{} query: {e}", lang.name()))?;
+    let query = Query::new(&lang.ts_language(sample), &text)
+        .map_err(|e| format!("{} query, line {}: {}", lang.name(), e.row + 1, e.message))?;
+    let roles = query
+        .capture_names()
+        .iter()
+        .map(|n| match *n {
+            "name" => Role::Name,
+            "value" => Role::Value,
+            "reference.call" => Role::Call,
+            "reference.new" => Role::New,
+            "receiver" => Role::Receiver,
+            "arguments" => Role::Arguments,
+            "import" => Role::Import,
+            "package" => Role::Package,
+            "base.owner" => Role::BaseOwner,
+            "base" => Role::Base,
+            "var.type" => Role::VarType,
+            "var.name" => Role::VarName,
+            other => match other.strip_prefix("definition.").and_then(Kind::from_capture) {
+                Some(k) => Role::Def(k),
+                None => Role::Other,
+            },
+        })
+        .collect();
+    Ok(Compiled { query, roles })
+}
+
+/// Check that every query compiles; the first error, if any.
+pub fn check_queries() -> Result<(), String> {
+    for c in compiled() {
+        if let Err(e) = c {
+            return Err(e.clone());
+        }
+    }
+    Ok(())
+}
+
+/// A tree-sitter parser per worker thread.
+pub struct Extractor {
+    parser: Parser,
+    limits: Limits,
+}
+
+impl Extractor {
+    pub fn new(limits: Limits) -> Self {
+        Extractor { parser: Parser::new(), limits }
+    }
+
+    /// Read, check and extract one file. `rel` is the path relative to the root.
+    pub fn extract_path(&mut self, abs: &std::path::Path, rel: &str, lang: Lang) -> Result<FileFacts, Skip> {
+        let skip = |reason: String| Skip { path: rel.to_string(), reason };
+        let meta = std::fs::metadata(abs).map_err(|e| skip(format!("unreadable: {e}")))?;
+        if meta.len() > self.limits.max_bytes {
+            return Err(skip(format!(
+                "too large: {} bytes, limit {} (--max-file-bytes)",
+                meta.len(),
+                self.limits.max_bytes
+            )));
+        }
+        let bytes = std::fs::read(abs).map_err(|e| skip(format!("unreadable: {e}")))?;
+        let hash = content_hash(&bytes);
+        self.extract_bytes(rel, lang, &bytes, hash)
+    }
+
+    /// Extract from bytes already read.
+    pub fn extract_bytes(&mut self, rel: &str, lang: Lang, bytes: &[u8], hash: String) -> Result<FileFacts, Skip> {
+        let skip = |reason: String| Skip { path: rel.to_string(), reason };
+        if memchr::memchr(0, &bytes[..bytes.len().min(8192)]).is_some() {
+            return Err(skip("binary: NUL byte in the first 8 KiB".into()));
+        }
+        let src = std::str::from_utf8(bytes)
+            .map_err(|e| skip(format!("not UTF-8: invalid byte at offset {}", e.valid_up_to())))?;
+        let compiled = match &compiled()[grammar_slot(lang, rel)] {
+            Ok(c) => c,
+            Err(e) => return Err(skip(format!("query does not compile: {e}"))),
+        };
+        self.parser
+            .set_language(&lang.ts_language(rel))
+            .map_err(|e| skip(format!("grammar: {e}")))?;
+        let started = Instant::now();
+        let budget = self.limits.max_parse_time;
+        let mut over_budget = |_: &tree_sitter::ParseState| started.elapsed() > budget;
+        let opts = tree_sitter::ParseOptions::new().progress_callback(&mut over_budget);
+        let len = bytes.len();
+        let tree = self.parser.parse_with_options(
+            &mut |i, _| if i < len { &bytes[i..] } else { &[] },
+            None,
+            Some(opts),
+        );
+        let Some(tree) = tree else {
+            self.parser.reset();
+            return Err(skip(format!(
+                "parse time budget exceeded: over {} ms (--max-parse-ms)",
+                budget.as_millis()
+            )));
+        };
+        Ok(build_facts(rel, lang, src, hash, &tree, compiled))
+    }
+}
+
+/// The content hash that drives incremental re-indexing.
+pub fn content_hash(bytes: &[u8]) -> String {
+    blake3::hash(bytes).to_hex()[..32].to_string()
+}
+
+/// Text of a node.
+pub(crate) fn text<'a>(node: Node, src: &'a str) -> &'a str {
+    &src[node.byte_range()]
+}
+
+pub(crate) fn line_of(node: Node) -> u32 {
+    node.start_position().row as u32 + 1
+}
+
+/// A definition found by the query, before ids are given.
+struct RawDef<'t> {
+    node: Node<'t>,
+    kind: Kind,
+    name: String,
+    value: Option<Node<'t>>,
+}
+
+fn build_facts(rel: &str, lang: Lang, src: &str, hash: String, tree: &tree_sitter::Tree, c: &Compiled) -> FileFacts {
+    let root = tree.root_node();
+    let desc = lang.descriptor();
+    let is_test = is_test_path(&desc.tests, rel);
+
+    let mut defs: Vec<RawDef> = Vec::new();
+    let mut raw_calls: Vec<(Node, String, String, u32, bool, u32)> = Vec::new();
+    let mut import_nodes: Vec<Node> = Vec::new();
+    let mut package = String::new();
+    let mut bases: Vec<(usize, String)> = Vec::new(); // (owner node id, base text)
+    let mut raw_vars: Vec<(Node, String, String)> = Vec::new();
+
+    let mut cursor = QueryCursor::new();
+    let mut matches = cursor.matches(&c.query, root, src.as_bytes());
+    while let Some(m) = matches.next() {
+        let mut def: Option<(Node, Kind)> = None;
+        let mut name: Option<Node> = None;
+        let mut value = None;
+        let mut call: Option<(Node, bool)> = None;
+        let mut receiver = None;
+        let mut arguments = None;
+        let mut base_owner = None;
+        let mut base = None;
+        let mut var_type = None;
+        let mut var_name = None;
+        for cap in m.captures {
+            let node = cap.node;
+            match c.roles[cap.index as usize] {
+                Role::Def(k) => def = Some((node, k)),
+                Role::Name => name = Some(node),
+                Role::Value => value = Some(node),
+                Role::Call => call = Some((node, false)),
+                Role::New => call = Some((node, true)),
+                Role::Receiver => receiver = Some(node),
+                Role::Arguments => arguments = Some(node),
+                Role::Import => import_nodes.push(node),
+                Role::Package => package = java::package_name(node, src),
+                Role::BaseOwner => base_owner = Some(node),
+                Role::Base => base = Some(node),
+                Role::VarType => var_type = Some(node),
+                Role::VarName => var_name = Some(node),
+                Role::Other => {}
+            }
+        }
+        if let (Some((node, kind)), Some(n)) = (def, name) {
+            defs.push(RawDef { node, kind, name: text(n, src).to_string(), value });
+        } else if let (Some((node, is_new)), Some(n)) = (call, name) {
+            let args = arguments.map(count_args).unwrap_or(0);
+            let recv = receiver.map(|r| receiver_text(r, src)).unwrap_or_default();
+            let name_text = if is_new { strip_generics(text(n, src)) } else { text(n, src).to_string() };
+            let line = if is_new { line_of(node) } else { line_of(n) };
+            raw_calls.push((node, name_text, recv, args, is_new, line));
+        } else if let (Some(o), Some(b)) = (base_owner, base) {
+            bases.push((o.id(), strip_generics(text(b, src))));
+        } else if let (Some(t), Some(n)) = (var_type, var_name) {
+            raw_vars.push((n, text(n, src).to_string(), strip_generics(text(t, src))));
+        }
+    }
+
+    // Order definitions by position, outermost first, so a stack gives nesting.
+    defs.sort_by_key(|d| (d.node.start_byte(), std::cmp::Reverse(d.node.end_byte())));
+    defs.dedup_by_key(|d| (d.node.start_byte(), d.node.end_byte(), d.node.kind_id()));
+
+    let module_qname = match lang {
+        Lang::Python => python::module_name(rel),
+        Lang::TypeScript => typescript::module_name(rel),
+        Lang::Java => package.clone(),
+    };
+    let lines = src.lines().count() as u32;
+    let mut entities = vec![Entity {
+        id: rel.to_string(),
+        kind: Kind::Module,
+        name: module_short_name(rel),
+        qname: module_qname.clone(),
+        parent: None,
+        start_line: 1,
+        end_line: lines.max(1),
+        signature: String::new(),
+        doc: match lang {
+            Lang::Python => python::module_doc(root, src),
+            _ => String::new(),
+        },
+        bases: Vec::new(),
+        params: Vec::new(),
+        varargs: false,
+        is_test: is_test && desc.tests.entity_prefix.is_empty(),
+    }];
+    // (end_byte, entity index) of the open definitions.
+    let mut stack: Vec<(usize, u32)> = Vec::new();
+    let mut by_node: HashMap<usize, u32> = HashMap::new();
+    let mut seen_ids: HashMap<String, u32> = HashMap::new();
+    let mut spans: Vec<(usize, usize)> = vec![(0, src.len())];
+    for d in &defs {
+        while let Some(&(end, _)) = stack.last() {
+            if d.node.start_byte() >= end {
+                stack.pop();
+            } else {
+                break;
+            }
+        }
+        let parent = stack.last().map(|&(_, i)| i).unwrap_or(0);
+        let parent_kind = entities[parent as usize].kind;
+        let mut kind = d.kind;
+        match lang {
+            Lang::Python if kind == Kind::Function && parent_kind == Kind::Class => kind = Kind::Method,
+            Lang::TypeScript if kind == Kind::Field => {
+                if d.value.is_some_and(|v| matches!(v.kind(), "arrow_function" | "function_expression" | "function")) {
+                    kind = Kind::Method;
+                }
+            }
+            Lang::TypeScript if kind == Kind::Function && parent_kind.is_type() => kind = Kind::Method,
+            _ => {}
+        }
+        let (params, varargs) = if lang == Lang::Java && kind == Kind::Method {
+            java::params(d.node, src)
+        } else {
+            (Vec::new(), false)
+        };
+        let chain = if parent == 0 {
+            d.name.clone()
+        } else {
+            let p = &entities[parent as usize];
+            let p_chain = p.id.split_once(':').map(|x| x.1).unwrap_or("");
+            // A parent id's suffixes (#2, Java parameters) are not part of the chain.
+            let p_chain = p_chain.split(['#', '(']).next().unwrap_or(p_chain);
+            format!("{p_chain}.{}", d.name)
+        };
+        let mut id = if lang == Lang::Java && kind == Kind::Method {
+            format!("{rel}:{chain}({})", params.join(","))
+        } else {
+            format!("{rel}:{chain}")
+        };
+        let n = seen_ids.entry(id.clone()).or_insert(0);
+        *n += 1;
+        if *n > 1 {
+            id = format!("{id}#{n}");
+        }
+        let qname = if module_qname.is_empty() { chain.clone() } else { format!("{module_qname}.{chain}") };
+        let is_test_entity = is_test
+            && !desc.tests.entity_prefix.is_empty()
+            && matches!(kind, Kind::Function | Kind::Method)
+            && (d.name.starts_with(&desc.tests.entity_prefix)
+                || (lang == Lang::Java && java::has_test_annotation(d.node, src)));
+        let idx = entities.len() as u32;
+        entities.push(Entity {
+            id,
+            kind,
+            name: d.name.clone(),
+            qname,
+            parent: Some(parent),
+            start_line: line_of(d.node),
+            end_line: d.node.end_position().row as u32 + 1,
+            signature: signature(d.node, src),
+            doc: match lang {
+                Lang::Python => python::doc(d.node, src),
+                _ => comment_doc(d.node, src),
+            },
+            bases: Vec::new(),
+            params,
+            varargs,
+            is_test: is_test_entity,
+        });
+        by_node.insert(d.node.id(), idx);
+        spans.push((d.node.start_byte(), d.node.end_byte()));
+        stack.push((d.node.end_byte(), idx));
+    }
+    for (owner, b) in bases {
+        if let Some(&i) = by_node.get(&owner) {
+            let e = &mut entities[i as usize];
+            if !e.bases.contains(&b) {
+                e.bases.push(b);
+            }
+        }
+    }
+
+    // The owner of a position: the innermost entity that is not a field.
+    let owner_of = |byte: usize| -> u32 {
+        let mut best = 0u32;
+        let mut best_len = usize::MAX;
+        for (i, &(s, e)) in spans.iter().enumerate() {
+            if s <= byte && byte < e && entities[i].kind != Kind::Field && e - s <= best_len {
+                best = i as u32;
+                best_len = e - s;
+            }
+        }
+        best
+    };
+
+    let mut calls: Vec<Call> = raw_calls
+        .into_iter()
+        .map(|(node, name, receiver, args, new, line)| Call {
+            owner: owner_of(node.start_byte()),
+            line,
+            name,
+            receiver,
+            args,
+            new,
+        })
+        .collect();
+    calls.sort_by(|a, b| (a.owner, a.line, &a.name, &a.receiver).cmp(&(b.owner, b.line, &b.name, &b.receiver)));
+    calls.dedup();
+
+    let mut imports = Vec::new();
+    for node in import_nodes {
+        match lang {
+            Lang::Python => python::imports(node, src, &mut imports),
+            Lang::TypeScript => typescript::imports(node, src, &mut imports),
+            Lang::Java => java::imports(node, src, &mut imports),
+        }
+    }
+    imports.sort_by(|a, b| (a.line, &a.module, &a.name, &a.alias).cmp(&(b.line, &b.module, &b.name, &b.alias)));
+    imports.dedup();
+
+    let mut vars: Vec<Var> = raw_vars
+        .into_iter()
+        .map(|(n, name, ty)| Var { owner: owner_of(n.start_byte()), name, ty })
+        .collect();
+    vars.sort_by(|a, b| (a.owner, &a.name, &a.ty).cmp(&(b.owner, &b.name, &b.ty)));
+    vars.dedup();
+
+    FileFacts {
+        path: rel.to_string(),
+        lang,
+        hash,
+        lines,
+        is_test,
+        package,
+        entities,
+        calls,
+        imports,
+        vars,
+        syntax_errors: if root.has_error() { count_errors(root) } else { 0 },
+    }
+}
+
+fn count_errors(root: Node) -> u32 {
+    let mut n = 0;
+    let mut cursor = root.walk();
+    let mut done = false;
+    while !done {
+        let node = cursor.node();
+        if node.is_error() || node.is_missing() {
+            n += 1;
+        }
+        if node.has_error() && cursor.goto_first_child() {
+            continue;
+        }
+        while !cursor.goto_next_sibling() {
+            if !cursor.goto_parent() {
+                done = true;
+                break;
+            }
+        }
+    }
+    n
+}
+
+fn count_args(args: Node) -> u32 {
+    let mut c = args.walk();
+    args.named_children(&mut c).filter(|n| n.kind() != "comment").count() as u32
+}
+
+/// A receiver as written, whitespace removed; long or multi-line expressions are cut,
+/// since resolution only reads names, dotted paths and `self`/`this`/`super`.
+fn receiver_text(node: Node, src: &str) -> String {
+    let t = text(node, src);
+    if t.len() > 120 {
+        return "<expr>".into();
+    }
+    t.chars().filter(|c| !c.is_whitespace()).collect()
+}
+
+/// `List<String>` -> `List`, `a.b.C<T>` -> `a.b.C`, `int[]` stays.
+pub(crate) fn strip_generics(t: &str) -> String {
+    let mut out = String::with_capacity(t.len());
+    let mut depth = 0;
+    for ch in t.chars() {
+        match ch {
+            '<' => depth += 1,
+            '>' => depth -= 1,
+            c if depth == 0 && !c.is_whitespace() => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+fn module_short_name(rel: &str) -> String {
+    let file = rel.rsplit('/').next().unwrap_or(rel);
+    file.split('.').next().unwrap_or(file).to_string()
+}
+
+/// The signature: the definition's text up to its body, whitespace collapsed.
+fn signature(node: Node, src: &str) -> String {
+    let end = node
+        .child_by_field_name("body")
+        .map(|b| b.start_byte())
+        .unwrap_or_else(|| node.end_byte().min(node.start_byte() + 300));
+    let raw = &src[node.start_byte()..end];
+    let mut s = String::new();
+    for w in raw.split_whitespace() {
+        if !s.is_empty() {
+            s.push(' ');
+        }
+        s.push_str(w);
+        if s.len() > 300 {
+            break;
+        }
+    }
+    let s = s.trim_end_matches([':', '{', ' ']).to_string();
+    truncate(s, 300)
+}
+
+pub(crate) fn truncate(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut cut = max;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+    }
+    s
+}
+
+/// A `/** ... */` or `//` comment block right before a definition (TS, Java). The
+/// comment may sit before the export statement or the modifiers that wrap it.
+fn comment_doc(node: Node, src: &str) -> String {
+    let mut n = node;
+    if let Some(p) = n.parent() {
+        if matches!(p.kind(), "export_statement" | "variable_declaration" | "lexical_declaration") {
+            n = p;
+            if let Some(pp) = n.parent() {
+                if pp.kind() == "export_statement" {
+                    n = pp;
+                }
+            }
+        }
+    }
+    let Some(prev) = n.prev_sibling() else { return String::new() };
+    if prev.kind() != "comment" && prev.kind() != "block_comment" {
+        return String::new();
+    }
+    let t = text(prev, src);
+    if !t.starts_with("/**") {
+        return String::new();
+    }
+    let body = t.trim_start_matches("/**").trim_end_matches("*/");
+    let lines: Vec<&str> = body
+        .lines()
+        .map(|l| l.trim().trim_start_matches('*').trim())
+        .filter(|l| !l.is_empty())
+        .collect();
+    truncate(lines.join("\n"), 2000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(path: &str, src: &str) -> FileFacts {
+        let lang = Lang::of_path(std::path::Path::new(path)).unwrap();
+        Extractor::new(Limits::default())
+            .extract_bytes(path, lang, src.as_bytes(), content_hash(src.as_bytes()))
+            .unwrap()
+    }
+
+    #[test]
+    fn python_entities_and_calls() {
+        let f = facts(
+            "pkg/m.py",
+            "class A(B, mod.C):\n    x = 1\n    def f(self):\n        \"\"\"Doc.\"\"\"\n        def g():\n            pass\n        g()\n        self.h(1, 2)\n\ndef f():\n    pass\n\ndef f():\n    pass\n",
+        );
+        let ids: Vec<_> = f.entities.iter().map(|e| (e.id.as_str(), e.kind)).collect();
+        assert_eq!(
+            ids,
+            vec![
+                ("pkg/m.py", Kind::Module),
+                ("pkg/m.py:A", Kind::Class),
+                ("pkg/m.py:A.x", Kind::Field),
+                ("pkg/m.py:A.f", Kind::Method),
+                ("pkg/m.py:A.f.g", Kind::Function),
+                ("pkg/m.py:f", Kind::Function),
+                ("pkg/m.py:f#2", Kind::Function),
+            ]
+        );
+        assert_eq!(f.entities[1].bases, vec!["B", "mod.C"]);
+        assert_eq!(f.entities[3].doc, "Doc.");
+        assert_eq!(f.entities[3].qname, "pkg.m.A.f");
+        let calls: Vec<_> = f.calls.iter().map(|c| (c.owner, c.line, c.name.as_str(), c.receiver.as_str(), c.args)).collect();
+        assert_eq!(calls, vec![(3, 7, "g", "", 0), (3, 8, "h", "self", 2)]);
+    }
+
+    #[test]
+    fn syntax_errors_keep_the_partial_tree() {
+        let f = facts("a.py", "def ok():\n    pass\n\ndef broken(:\n    pass\n");
+        assert!(f.syntax_errors > 0);
+        assert!(f.entities.iter().any(|e| e.id == "a.py:ok"));
+    }
+
+    #[test]
+    fn bad_bytes_are_skipped_with_a_reason() {
+        let mut x = Extractor::new(Limits::default());
+        let e = x.extract_bytes("a.py", Lang::Python, b"x = '\xff'\n", String::new()).unwrap_err();
+        assert!(e.reason.starts_with("not UTF-8"), "{}", e.reason);
+        let e = x.extract_bytes("a.py", Lang::Python, b"\x00\x01\x02", String::new()).unwrap_err();
+        assert!(e.reason.starts_with("binary"), "{}", e.reason);
+    }
+}

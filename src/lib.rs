@@ -1,0 +1,9 @@
+//! reproagent: turns an issue report into a test that reproduces it, on an embedded
+//! code knowledge graph (CozoDB) built with tree-sitter.
+//!
+//! The library is what the CLI, the MCP server and Rust callers share: [`index`] builds
+//! and updates the graph, [`graph`] answers queries over it.
+
+pub mod cli;
+pub mod extract;
+pub mod lang;
