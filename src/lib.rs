@@ -6,4 +6,7 @@
 
 pub mod cli;
 pub mod extract;
+pub mod index;
 pub mod lang;
+pub mod resolve;
+pub mod store;

@@ -44,3 +44,5 @@
 (spread_parameter (_) @var.type (variable_declarator name: (identifier) @var.name))
 (local_variable_declaration type: (_) @var.type declarator: (variable_declarator name: (identifier) @var.name))
 (field_declaration type: (_) @var.type declarator: (variable_declarator name: (identifier) @var.name))
+(enhanced_for_statement type: (_) @var.type name: (identifier) @var.name)
+(catch_formal_parameter (catch_type (_) @var.type) name: (identifier) @var.name)

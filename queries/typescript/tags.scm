@@ -9,6 +9,7 @@
 ;   @reference.call     a call; with @name, optional @receiver and @arguments
 ;   @reference.new      `new C(...)`; @name is the class
 ;   @import             an import statement or an `export ... from` re-export
+;   @export.default     an `export default`; its @name is the exported entity
 ;   @base.owner / @base a class or interface and one of its bases as written
 
 (class_declaration name: (_) @name) @definition.class
@@ -41,6 +42,14 @@
 (new_expression
   constructor: (identifier) @name
   arguments: (_)? @arguments) @reference.new
+
+(export_statement "default" declaration: [
+  (function_declaration name: (_) @name)
+  (generator_function_declaration name: (_) @name)
+  (class_declaration name: (_) @name)
+  (abstract_class_declaration name: (_) @name)
+]) @export.default
+(export_statement "default" value: (identifier) @name) @export.default
 
 (import_statement) @import
 (export_statement source: (_)) @import

@@ -2,6 +2,8 @@
 //! comments are the help text and a `run()` that checks its input before any work.
 //! Only this layer knows clap.
 
+mod index;
+
 use clap::{Parser, Subcommand};
 
 /// Turns a bug report into a test that reproduces it, on an embedded code knowledge graph.
@@ -13,13 +15,17 @@ pub struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum Command {}
+pub enum Command {
+    Index(index::IndexArgs),
+}
 
 /// Run the CLI and return the process exit code. Errors are printed as one line
 /// (`error: ...`) with a hint when there is one.
 pub fn main() -> i32 {
     let cli = Cli::parse();
-    let result: anyhow::Result<()> = match cli.command {};
+    let result: anyhow::Result<()> = match cli.command {
+        Command::Index(a) => index::run(a),
+    };
     match result {
         Ok(()) => 0,
         Err(e) => report(&e),
@@ -34,4 +40,12 @@ fn report(e: &anyhow::Error) -> i32 {
     let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();
     eprintln!("error: {}", msg.join(": "));
     1
+}
+
+/// An error message with its hint, as one line: `what went wrong (hint: what to do)`.
+pub(crate) fn with_hint(msg: String, hint: Option<&str>) -> anyhow::Error {
+    match hint {
+        Some(h) => anyhow::anyhow!("{msg} (hint: {h})"),
+        None => anyhow::anyhow!("{msg}"),
+    }
 }

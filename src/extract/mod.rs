@@ -167,6 +167,8 @@ pub struct FileFacts {
     pub calls: Vec<Call>,
     pub imports: Vec<Import>,
     pub vars: Vec<Var>,
+    /// TS: the name of the entity (or binding) exported as `default`.
+    pub default_export: String,
     /// Error and missing nodes in the tree: the partial tree was kept.
     pub syntax_errors: u32,
 }
@@ -202,6 +204,7 @@ enum Role {
     Receiver,
     Arguments,
     Import,
+    ExportDefault,
     Package,
     BaseOwner,
     Base,
@@ -261,6 +264,7 @@ fn compile(lang: Lang, sample: &str, dir: Option<&std::path::Path>) -> Result<Co
             "receiver" => Role::Receiver,
             "arguments" => Role::Arguments,
             "import" => Role::Import,
+            "export.default" => Role::ExportDefault,
             "package" => Role::Package,
             "base.owner" => Role::BaseOwner,
             "base" => Role::Base,
@@ -348,6 +352,11 @@ impl Extractor {
     }
 }
 
+/// `pkg/sub/mod.py` -> `pkg.sub.mod`; `pkg/__init__.py` -> `pkg`.
+pub fn python_module_name(rel: &str) -> String {
+    python::module_name(rel)
+}
+
 /// The content hash that drives incremental re-indexing.
 pub fn content_hash(bytes: &[u8]) -> String {
     blake3::hash(bytes).to_hex()[..32].to_string()
@@ -379,12 +388,14 @@ fn build_facts(rel: &str, lang: Lang, src: &str, hash: String, tree: &tree_sitte
     let mut raw_calls: Vec<(Node, String, String, u32, bool, u32)> = Vec::new();
     let mut import_nodes: Vec<Node> = Vec::new();
     let mut package = String::new();
+    let mut default_export = String::new();
     let mut bases: Vec<(usize, String)> = Vec::new(); // (owner node id, base text)
     let mut raw_vars: Vec<(Node, String, String)> = Vec::new();
 
     let mut cursor = QueryCursor::new();
     let mut matches = cursor.matches(&c.query, root, src.as_bytes());
     while let Some(m) = matches.next() {
+        let mut is_default = false;
         let mut def: Option<(Node, Kind)> = None;
         let mut name: Option<Node> = None;
         let mut value = None;
@@ -406,6 +417,7 @@ fn build_facts(rel: &str, lang: Lang, src: &str, hash: String, tree: &tree_sitte
                 Role::Receiver => receiver = Some(node),
                 Role::Arguments => arguments = Some(node),
                 Role::Import => import_nodes.push(node),
+                Role::ExportDefault => is_default = true,
                 Role::Package => package = java::package_name(node, src),
                 Role::BaseOwner => base_owner = Some(node),
                 Role::Base => base = Some(node),
@@ -414,7 +426,9 @@ fn build_facts(rel: &str, lang: Lang, src: &str, hash: String, tree: &tree_sitte
                 Role::Other => {}
             }
         }
-        if let (Some((node, kind)), Some(n)) = (def, name) {
+        if let (true, Some(n)) = (is_default, name) {
+            default_export = text(n, src).to_string();
+        } else if let (Some((node, kind)), Some(n)) = (def, name) {
             defs.push(RawDef { node, kind, name: text(n, src).to_string(), value });
         } else if let (Some((node, is_new)), Some(n)) = (call, name) {
             let args = arguments.map(count_args).unwrap_or(0);
@@ -601,6 +615,7 @@ fn build_facts(rel: &str, lang: Lang, src: &str, hash: String, tree: &tree_sitte
         calls,
         imports,
         vars,
+        default_export,
         syntax_errors: if root.has_error() { count_errors(root) } else { 0 },
     }
 }

@@ -1,0 +1,406 @@
+//! `index`: walk a repository, parse what changed in parallel, resolve, store.
+//!
+//! Incremental by default: a file whose content hash matches the stored one keeps its
+//! stored facts and is not parsed again. Resolution then runs over the facts of every
+//! file, in memory (it is pure and takes a small share of the time), and only the rows
+//! that differ from the previous index are written, in one transaction; so an
+//! incremental index is identical to a full one by construction, and the tests check it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use rayon::prelude::*;
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::extract::{content_hash, Extractor, FileFacts, Limits, Skip};
+use crate::lang::Lang;
+use crate::resolve::{count_by_how, resolve, Rows};
+use crate::store::{self, StoreError};
+
+/// Directories skipped unless `include_vendored` is set. `.git` and `.reproagent` are
+/// always skipped.
+pub const VENDORED_DIRS: &[&str] = &[
+    "node_modules",
+    "bower_components",
+    "vendor",
+    "third_party",
+    "site-packages",
+    ".venv",
+    "venv",
+    "__pycache__",
+    ".tox",
+    ".nox",
+    ".mypy_cache",
+    ".pytest_cache",
+];
+
+#[derive(Debug, Error)]
+pub enum IndexError {
+    /// The path given does not exist or is not a directory.
+    #[error("{0}: no such directory")]
+    NoRoot(PathBuf),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("thread pool: {0}")]
+    Threads(String),
+    #[error("query file: {0}")]
+    Query(String),
+}
+
+impl IndexError {
+    pub fn hint(&self) -> Option<&'static str> {
+        match self {
+            IndexError::NoRoot(_) => Some("give the path of a repository checkout"),
+            IndexError::Store(e) => e.hint(),
+            IndexError::Query(_) => Some("fix the query file named by REPROAGENT_QUERIES, or unset it"),
+            IndexError::Threads(_) => None,
+        }
+    }
+}
+
+/// What to index and how.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub root: PathBuf,
+    /// Worker threads; `None`: one per core.
+    pub threads: Option<usize>,
+    pub include_vendored: bool,
+    /// Rebuild from scratch even when an index exists.
+    pub full: bool,
+    pub limits: Limits,
+    pub progress: bool,
+}
+
+impl Options {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Options {
+            root: root.into(),
+            threads: None,
+            include_vendored: false,
+            full: false,
+            limits: Limits::default(),
+            progress: false,
+        }
+    }
+}
+
+/// What a run did, for the summary line and `--json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub root: String,
+    pub db: String,
+    /// `full`, `incremental` or `unchanged`.
+    pub mode: String,
+    /// Why a full build was done, when an index existed.
+    pub rebuilt_because: Option<String>,
+    pub files: usize,
+    pub parsed: usize,
+    pub removed: usize,
+    pub entities: usize,
+    pub edges: usize,
+    pub edges_by_how: BTreeMap<String, usize>,
+    pub files_with_syntax_errors: usize,
+    pub skipped: Vec<Skip>,
+    pub rows_written: usize,
+    pub threads: usize,
+    pub seconds: f64,
+}
+
+impl Summary {
+    /// The one-line summary.
+    pub fn line(&self) -> String {
+        let how: Vec<String> = self.edges_by_how.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let mode = match self.mode.as_str() {
+            "incremental" => format!("incremental: {} parsed, {} removed", self.parsed, self.removed),
+            "unchanged" => "unchanged".to_string(),
+            _ => "full".to_string(),
+        };
+        format!(
+            "indexed {} files ({mode}), {} entities, {} edges ({}), {} skipped, {} with syntax errors, {:.2}s",
+            self.files,
+            self.entities,
+            self.edges,
+            if how.is_empty() { "none".into() } else { how.join(", ") },
+            self.skipped.len(),
+            self.files_with_syntax_errors,
+            self.seconds
+        )
+    }
+}
+
+/// A source file found by the walk.
+#[derive(Debug, Clone)]
+pub struct SourceFile {
+    pub abs: PathBuf,
+    pub rel: String,
+    pub lang: Lang,
+}
+
+/// Walk `root` honouring .gitignore; source files sorted by relative path, plus what the
+/// walk could not enter.
+pub fn walk(root: &Path, include_vendored: bool) -> (Vec<SourceFile>, Vec<Skip>) {
+    let mut files = Vec::new();
+    let mut skipped = Vec::new();
+    let walker = ignore::WalkBuilder::new(root)
+        .follow_links(true)
+        .hidden(true)
+        .git_ignore(true)
+        .git_exclude(true)
+        .require_git(false)
+        .filter_entry(move |e| {
+            let name = e.file_name().to_string_lossy();
+            let is_dir = e.file_type().is_some_and(|t| t.is_dir());
+            if !is_dir {
+                return true;
+            }
+            if name == ".git" || name == ".reproagent" {
+                return false;
+            }
+            include_vendored || !VENDORED_DIRS.contains(&name.as_ref())
+        })
+        .build();
+    for entry in walker {
+        match entry {
+            Ok(e) => {
+                let path = e.path();
+                let Some(lang) = Lang::of_path(path) else { continue };
+                let rel = rel_path(root, path);
+                match e.file_type() {
+                    Some(t) if t.is_file() => files.push(SourceFile { abs: path.to_path_buf(), rel, lang }),
+                    Some(t) if t.is_dir() => {}
+                    Some(t) if t.is_symlink() => {
+                        skipped.push(Skip { path: rel, reason: "broken symlink".into() });
+                    }
+                    _ => skipped.push(Skip { path: rel, reason: "not a regular file".into() }),
+                }
+            }
+            Err(err) => skipped.push(walk_error(root, &err)),
+        }
+    }
+    files.sort_by(|a, b| a.rel.cmp(&b.rel));
+    files.dedup_by(|a, b| a.rel == b.rel);
+    skipped.sort_by(|a, b| (&a.path, &a.reason).cmp(&(&b.path, &b.reason)));
+    (files, skipped)
+}
+
+fn rel_path(root: &Path, path: &Path) -> String {
+    let rel = path.strip_prefix(root).unwrap_or(path);
+    let parts: Vec<String> = rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+    parts.join("/")
+}
+
+fn walk_error(root: &Path, err: &ignore::Error) -> Skip {
+    fn inner(root: &Path, err: &ignore::Error) -> Option<Skip> {
+        match err {
+            ignore::Error::WithPath { path, err } => {
+                let mut s = inner(root, err).unwrap_or(Skip { path: String::new(), reason: err.to_string() });
+                s.path = rel_path(root, path);
+                Some(s)
+            }
+            ignore::Error::Loop { child, ancestor } => Some(Skip {
+                path: rel_path(root, child),
+                reason: format!("symlink loop back to {}", rel_path(root, ancestor)),
+            }),
+            ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => inner(root, err),
+            ignore::Error::Io(e) => Some(Skip { path: String::new(), reason: format!("unreadable: {e}") }),
+            other => Some(Skip { path: String::new(), reason: other.to_string() }),
+        }
+    }
+    inner(root, err).unwrap_or(Skip { path: String::new(), reason: err.to_string() })
+}
+
+fn pool(threads: Option<usize>) -> Result<rayon::ThreadPool, IndexError> {
+    let mut b = rayon::ThreadPoolBuilder::new();
+    if let Some(n) = threads {
+        b = b.num_threads(n.max(1));
+    }
+    b.build().map_err(|e| IndexError::Threads(e.to_string()))
+}
+
+fn progress_bar(show: bool, len: usize) -> indicatif::ProgressBar {
+    if !show {
+        return indicatif::ProgressBar::hidden();
+    }
+    let pb = indicatif::ProgressBar::new(len as u64);
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} parsing {pos}/{len} files {wide_bar} {eta}") {
+        pb.set_style(style);
+    }
+    pb
+}
+
+/// Index `opts.root`: incrementally when an index of this version exists, else from scratch.
+pub fn run(opts: &Options) -> Result<Summary, IndexError> {
+    let started = Instant::now();
+    if !opts.root.is_dir() {
+        return Err(IndexError::NoRoot(opts.root.clone()));
+    }
+    crate::extract::check_queries().map_err(IndexError::Query)?;
+    let root = opts.root.canonicalize().unwrap_or_else(|_| opts.root.clone());
+    let db_path = store::db_path(&root);
+
+    let mut rebuilt_because = None;
+    let existing = if opts.full {
+        None
+    } else {
+        match store::open(&db_path) {
+            Ok(s) => Some(s),
+            Err(StoreError::Missing(_)) => None,
+            Err(e @ (StoreError::Version { .. } | StoreError::Foreign(_))) => {
+                rebuilt_because = Some(e.to_string());
+                None
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
+    let old_facts = match &existing {
+        Some(s) => s.load_facts()?,
+        None => Vec::new(),
+    };
+    let old_by_path: HashMap<&str, &FileFacts> = old_facts.iter().map(|f| (f.path.as_str(), f)).collect();
+
+    let (files, mut skipped) = walk(&root, opts.include_vendored);
+    let pool = pool(opts.threads)?;
+    let threads = pool.current_num_threads();
+    let pb = progress_bar(opts.progress, files.len());
+    let parsed = AtomicUsize::new(0);
+    let limits = opts.limits;
+    let results: Vec<Result<FileFacts, Skip>> = pool.install(|| {
+        files
+            .par_iter()
+            .map_init(
+                || Extractor::new(limits),
+                |ex, sf| {
+                    let r = extract_or_reuse(ex, sf, limits, &old_by_path, &parsed);
+                    pb.inc(1);
+                    r
+                },
+            )
+            .collect()
+    });
+    pb.finish_and_clear();
+
+    let mut new_facts = Vec::with_capacity(results.len());
+    for r in results {
+        match r {
+            Ok(f) => new_facts.push(f),
+            Err(s) => skipped.push(s),
+        }
+    }
+    skipped.sort_by(|a, b| (&a.path, &a.reason).cmp(&(&b.path, &b.reason)));
+    let parsed = parsed.load(Ordering::Relaxed);
+    let new_paths: std::collections::HashSet<&str> = new_facts.iter().map(|f| f.path.as_str()).collect();
+    let removed = old_facts.iter().filter(|f| !new_paths.contains(f.path.as_str())).count();
+
+    let new_rows = resolve(&new_facts);
+    let (mode, rows_written) = match existing {
+        Some(store) => {
+            if parsed == 0 && removed == 0 {
+                ("unchanged", 0)
+            } else {
+                let old_rows = resolve(&old_facts);
+                let changed: Vec<FileFacts> = new_facts
+                    .iter()
+                    .filter(|f| old_by_path.get(f.path.as_str()).is_none_or(|o| o.hash != f.hash))
+                    .cloned()
+                    .collect();
+                let old_changed: Vec<FileFacts> = old_facts
+                    .iter()
+                    .filter(|f| new_facts.binary_search_by(|n| n.path.cmp(&f.path)).map_or(true, |i| new_facts[i].hash != f.hash))
+                    .cloned()
+                    .collect();
+                let diff = store::diff(
+                    &old_rows,
+                    &new_rows,
+                    &store::encode_facts(&old_changed),
+                    &store::encode_facts(&changed),
+                );
+                let n = diff.changed_rows;
+                store.apply(diff, &root)?;
+                ("incremental", n)
+            }
+        }
+        None => {
+            store::write_full(&db_path, &root, &new_rows, &store::encode_facts(&new_facts))?;
+            ("full", total_rows(&new_rows) + new_facts.len())
+        }
+    };
+
+    Ok(Summary {
+        root: root.display().to_string(),
+        db: db_path.display().to_string(),
+        mode: mode.to_string(),
+        rebuilt_because,
+        files: new_facts.len(),
+        parsed,
+        removed,
+        entities: new_rows.entity.len(),
+        edges: new_rows.calls.len(),
+        edges_by_how: count_by_how(&new_rows),
+        files_with_syntax_errors: new_facts.iter().filter(|f| f.syntax_errors > 0).count(),
+        skipped,
+        rows_written,
+        threads,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+fn total_rows(r: &Rows) -> usize {
+    r.file.len()
+        + r.entity.len()
+        + r.contains.len()
+        + r.calls.len()
+        + r.call_site.len()
+        + r.imports.len()
+        + r.inherits.len()
+        + r.test_of.len()
+}
+
+fn extract_or_reuse(
+    ex: &mut Extractor,
+    sf: &SourceFile,
+    limits: Limits,
+    old: &HashMap<&str, &FileFacts>,
+    parsed: &AtomicUsize,
+) -> Result<FileFacts, Skip> {
+    let skip = |reason: String| Skip { path: sf.rel.clone(), reason };
+    let meta = std::fs::metadata(&sf.abs).map_err(|e| skip(format!("unreadable: {e}")))?;
+    if !meta.is_file() {
+        return Err(skip("not a regular file".into()));
+    }
+    if meta.len() > limits.max_bytes {
+        return Err(skip(format!("too large: {} bytes, limit {} (--max-file-bytes)", meta.len(), limits.max_bytes)));
+    }
+    let bytes = std::fs::read(&sf.abs).map_err(|e| skip(format!("unreadable: {e}")))?;
+    let hash = content_hash(&bytes);
+    if let Some(o) = old.get(sf.rel.as_str()) {
+        if o.hash == hash {
+            return Ok((*o).clone());
+        }
+    }
+    parsed.fetch_add(1, Ordering::Relaxed);
+    ex.extract_bytes(&sf.rel, sf.lang, &bytes, hash)
+}
+
+/// Parse every source file with tree-sitter and nothing else: the baseline the index
+/// benchmark compares a full index against. Returns (files parsed, time taken).
+pub fn parse_only(root: &Path, threads: Option<usize>) -> Result<(usize, Duration), IndexError> {
+    let started = Instant::now();
+    let (files, _) = walk(root, false);
+    let pool = pool(threads)?;
+    let n = pool.install(|| {
+        files
+            .par_iter()
+            .map_init(tree_sitter::Parser::new, |parser, sf| {
+                let Ok(bytes) = std::fs::read(&sf.abs) else { return 0 };
+                if parser.set_language(&sf.lang.ts_language(&sf.rel)).is_err() {
+                    return 0;
+                }
+                usize::from(parser.parse(&bytes, None).is_some())
+            })
+            .sum()
+    });
+    Ok((n, started.elapsed()))
+}

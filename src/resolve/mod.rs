@@ -1,0 +1,416 @@
+//! Name resolution: from every file's facts to the graph's relations.
+//!
+//! Resolution is a pure function of the facts of all files, sorted by path: the same
+//! facts give the same rows, whatever the thread count or the order files were parsed
+//! in. Every `calls` edge says how it was found ([`How`]); the rules are the contract of
+//! ARCHITECTURE.md ("Name resolution"), one file per language.
+
+mod java;
+mod python;
+mod typescript;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+use crate::extract::{FileFacts, Kind};
+use crate::lang::Lang;
+
+/// How a call edge was resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum How {
+    Local,
+    Import,
+    SelfRef,
+    Inherited,
+    Name,
+}
+
+impl How {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            How::Local => "local",
+            How::Import => "import",
+            How::SelfRef => "self",
+            How::Inherited => "inherited",
+            How::Name => "name",
+        }
+    }
+
+    fn confidence(self) -> f64 {
+        match self {
+            How::Local => 1.0,
+            How::Import => 0.95,
+            How::SelfRef => 0.9,
+            How::Inherited => 0.8,
+            How::Name => 0.3,
+        }
+    }
+}
+
+/// At most this many candidates make a bare-name fallback edge; more give none.
+pub const MAX_NAME_CANDIDATES: usize = 3;
+/// `test_of` follows at most this many call edges from a test.
+pub const TEST_REACH_DEPTH: usize = 3;
+/// `test_of` follows only edges at least this sure.
+pub const TEST_REACH_CONFIDENCE: f64 = 0.5;
+
+/// An entity: (file index, entity index in the file).
+pub type ERef = (u32, u32);
+
+/// The rows of every stored relation, sorted and free of duplicates.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Rows {
+    /// path => lang, hash, lines, is_test, syntax_errors
+    pub file: BTreeMap<String, (String, String, i64, bool, i64)>,
+    /// id => kind, name, qname, file, start_line, end_line, signature, doc
+    pub entity: BTreeMap<String, EntityRow>,
+    pub contains: BTreeSet<(String, String)>,
+    /// (caller, callee, line) => how, confidence
+    pub calls: BTreeMap<(String, String, i64), (String, f64)>,
+    pub call_site: BTreeSet<(String, i64, String, String)>,
+    /// (file, line, module, name) => alias, target
+    pub imports: BTreeMap<(String, i64, String, String), (String, Option<String>)>,
+    /// (child, base_name) => base
+    pub inherits: BTreeMap<(String, String), Option<String>>,
+    pub test_of: BTreeSet<(String, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct EntityRow {
+    pub kind: String,
+    pub name: String,
+    pub qname: String,
+    pub file: String,
+    pub start_line: i64,
+    pub end_line: i64,
+    pub signature: String,
+    pub doc: String,
+}
+
+/// Edge counts by how they were resolved, for the summary.
+pub fn count_by_how(rows: &Rows) -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    for (how, _) in rows.calls.values() {
+        *m.entry(how.clone()).or_insert(0) += 1;
+    }
+    m
+}
+
+/// Everything resolution looks things up in, built once from all files.
+pub struct World<'a> {
+    pub files: &'a [FileFacts],
+    /// Per file, per entity: the indices of its children.
+    children: Vec<Vec<Vec<u32>>>,
+    by_path: HashMap<&'a str, u32>,
+    /// Python module name => file.
+    py_modules: HashMap<String, u32>,
+    /// Java fully qualified type name => entity.
+    java_types: HashMap<String, ERef>,
+    /// (lang, name) => functions and classes (not methods), for the fallback.
+    free_by_name: HashMap<(Lang, &'a str), Vec<ERef>>,
+    /// (lang, name) => methods, for the fallback.
+    methods_by_name: HashMap<(Lang, &'a str), Vec<ERef>>,
+    /// Resolved bases of each type entity, in declaration order.
+    bases: HashMap<ERef, Vec<Option<ERef>>>,
+}
+
+/// A resolved call target, with how it was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Hit {
+    pub target: ERef,
+    pub how: How,
+}
+
+/// What a name in scope stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Binding {
+    Entity(ERef, How),
+    Module(u32),
+}
+
+impl<'a> World<'a> {
+    /// Build the lookup tables. `files` must be sorted by path.
+    pub fn new(files: &'a [FileFacts]) -> World<'a> {
+        let mut w = World {
+            files,
+            children: Vec::with_capacity(files.len()),
+            by_path: HashMap::new(),
+            py_modules: HashMap::new(),
+            java_types: HashMap::new(),
+            free_by_name: HashMap::new(),
+            methods_by_name: HashMap::new(),
+            bases: HashMap::new(),
+        };
+        for (fi, f) in files.iter().enumerate() {
+            let fi = fi as u32;
+            w.by_path.insert(f.path.as_str(), fi);
+            let mut ch = vec![Vec::new(); f.entities.len()];
+            for (ei, e) in f.entities.iter().enumerate() {
+                if let Some(p) = e.parent {
+                    ch[p as usize].push(ei as u32);
+                }
+                let key = (f.lang, e.name.as_str());
+                match e.kind {
+                    Kind::Function | Kind::Class | Kind::Interface | Kind::Enum => {
+                        w.free_by_name.entry(key).or_default().push((fi, ei as u32))
+                    }
+                    Kind::Method => w.methods_by_name.entry(key).or_default().push((fi, ei as u32)),
+                    _ => {}
+                }
+            }
+            w.children.push(ch);
+            match f.lang {
+                Lang::Python => python::register_module(&mut w.py_modules, &f.path, fi),
+                Lang::Java => java::register_types(&mut w.java_types, f, fi),
+                Lang::TypeScript => {}
+            }
+        }
+        // Bases need every type known first.
+        let mut bases = HashMap::new();
+        for (fi, f) in files.iter().enumerate() {
+            for (ei, e) in f.entities.iter().enumerate() {
+                if e.kind.is_type() && !e.bases.is_empty() {
+                    let r = (fi as u32, ei as u32);
+                    let resolved: Vec<Option<ERef>> = e.bases.iter().map(|b| w.resolve_base(r, b)).collect();
+                    bases.insert(r, resolved);
+                }
+            }
+        }
+        w.bases = bases;
+        w
+    }
+
+    pub(crate) fn file(&self, fi: u32) -> &'a FileFacts {
+        &self.files[fi as usize]
+    }
+
+    pub(crate) fn entity(&self, r: ERef) -> &'a crate::extract::Entity {
+        &self.files[r.0 as usize].entities[r.1 as usize]
+    }
+
+    pub(crate) fn children(&self, r: ERef) -> &[u32] {
+        &self.children[r.0 as usize][r.1 as usize]
+    }
+
+    pub(crate) fn id(&self, r: ERef) -> &'a str {
+        &self.entity(r).id
+    }
+
+    pub(crate) fn file_by_path(&self, p: &str) -> Option<u32> {
+        self.by_path.get(p).copied()
+    }
+
+    /// Children of `r` named `name` whose kind passes `keep`, in source order.
+    pub(crate) fn child_named(&self, r: ERef, name: &str, keep: impl Fn(Kind) -> bool) -> Vec<ERef> {
+        self.children(r)
+            .iter()
+            .filter(|&&c| {
+                let e = &self.files[r.0 as usize].entities[c as usize];
+                e.name == name && keep(e.kind)
+            })
+            .map(|&c| (r.0, c))
+            .collect()
+    }
+
+    /// The nearest enclosing type (class, interface, enum) of an entity, itself included.
+    pub(crate) fn enclosing_type(&self, mut r: ERef) -> Option<ERef> {
+        loop {
+            let e = self.entity(r);
+            if e.kind.is_type() {
+                return Some(r);
+            }
+            r = (r.0, e.parent?);
+        }
+    }
+
+    /// The resolved bases of a type, depth first, left to right, each once.
+    pub(crate) fn ancestors(&self, r: ERef) -> Vec<ERef> {
+        let mut out = Vec::new();
+        let mut seen = BTreeSet::new();
+        seen.insert(r);
+        self.ancestors_into(r, &mut out, &mut seen, 0);
+        out
+    }
+
+    fn ancestors_into(&self, r: ERef, out: &mut Vec<ERef>, seen: &mut BTreeSet<ERef>, depth: usize) {
+        if depth > 32 {
+            return;
+        }
+        if let Some(bs) = self.bases.get(&r) {
+            for b in bs.iter().flatten() {
+                if seen.insert(*b) {
+                    out.push(*b);
+                    self.ancestors_into(*b, out, seen, depth + 1);
+                }
+            }
+        }
+    }
+
+    /// `name` on a type: on the type itself (`own`), else on its ancestors (`inherited`).
+    pub(crate) fn member(&self, ty: ERef, name: &str, own: How, keep: &dyn Fn(ERef) -> bool) -> Vec<Hit> {
+        let direct: Vec<ERef> = self.child_named(ty, name, |_| true).into_iter().filter(|&m| keep(m)).collect();
+        if !direct.is_empty() {
+            return direct.into_iter().map(|target| Hit { target, how: own }).collect();
+        }
+        self.inherited_member(ty, name, keep)
+    }
+
+    /// `name` on the ancestors of a type only (`super.m()`): the nearest that has it.
+    pub(crate) fn inherited_member(&self, ty: ERef, name: &str, keep: &dyn Fn(ERef) -> bool) -> Vec<Hit> {
+        for a in self.ancestors(ty) {
+            let found: Vec<ERef> = self.child_named(a, name, |_| true).into_iter().filter(|&m| keep(m)).collect();
+            if !found.is_empty() {
+                return found.into_iter().map(|target| Hit { target, how: How::Inherited }).collect();
+            }
+        }
+        Vec::new()
+    }
+
+    /// The bare-name fallback: every candidate, when there are at most
+    /// [`MAX_NAME_CANDIDATES`].
+    pub(crate) fn fallback(&self, lang: Lang, name: &str, methods: bool, keep: &dyn Fn(ERef) -> bool) -> Vec<Hit> {
+        let table = if methods { &self.methods_by_name } else { &self.free_by_name };
+        let Some(all) = table.get(&(lang, name)) else { return Vec::new() };
+        let cands: Vec<ERef> = all.iter().copied().filter(|&r| keep(r)).collect();
+        if cands.is_empty() || cands.len() > MAX_NAME_CANDIDATES {
+            return Vec::new();
+        }
+        cands.into_iter().map(|target| Hit { target, how: How::Name }).collect()
+    }
+
+    fn resolve_base(&self, ty: ERef, base: &str) -> Option<ERef> {
+        let f = self.file(ty.0);
+        // Bases are looked up in the scope that contains the type.
+        let scope = (ty.0, self.entity(ty).parent.unwrap_or(0));
+        let found = match f.lang {
+            Lang::Python => python::resolve_dotted(self, scope, base),
+            Lang::TypeScript => typescript::resolve_dotted(self, scope, base),
+            Lang::Java => java::resolve_type(self, scope, base).map(|h| h.target),
+        }?;
+        if self.entity(found).kind.is_type() && found != ty {
+            Some(found)
+        } else {
+            None
+        }
+    }
+}
+
+/// Resolve every file's facts into rows. `files` must be sorted by path.
+pub fn resolve(files: &[FileFacts]) -> Rows {
+    let world = World::new(files);
+    let mut rows = Rows::default();
+    for (fi, f) in files.iter().enumerate() {
+        let fi = fi as u32;
+        rows.file.insert(
+            f.path.clone(),
+            (f.lang.name().to_string(), f.hash.clone(), f.lines as i64, f.is_test, f.syntax_errors as i64),
+        );
+        for (ei, e) in f.entities.iter().enumerate() {
+            rows.entity.insert(
+                e.id.clone(),
+                EntityRow {
+                    kind: e.kind.as_str().to_string(),
+                    name: e.name.clone(),
+                    qname: e.qname.clone(),
+                    file: f.path.clone(),
+                    start_line: e.start_line as i64,
+                    end_line: e.end_line as i64,
+                    signature: e.signature.clone(),
+                    doc: e.doc.clone(),
+                },
+            );
+            if let Some(p) = e.parent {
+                rows.contains.insert((f.entities[p as usize].id.clone(), e.id.clone()));
+            }
+            if let Some(bs) = world.bases.get(&(fi, ei as u32)) {
+                for (name, b) in e.bases.iter().zip(bs) {
+                    rows.inherits.insert((e.id.clone(), name.clone()), b.map(|b| world.id(b).to_string()));
+                }
+            }
+        }
+        for imp in &f.imports {
+            let target = match f.lang {
+                Lang::Python => python::import_target(&world, fi, imp),
+                Lang::TypeScript => typescript::import_target(&world, fi, imp),
+                Lang::Java => java::import_target(&world, fi, imp),
+            };
+            rows.imports.insert(
+                (f.path.clone(), imp.line as i64, imp.module.clone(), imp.name.clone()),
+                (imp.alias.clone(), target),
+            );
+        }
+        for call in &f.calls {
+            let caller = &f.entities[call.owner as usize].id;
+            rows.call_site.insert((caller.clone(), call.line as i64, call.name.clone(), call.receiver.clone()));
+            let hits = match f.lang {
+                Lang::Python => python::resolve_call(&world, fi, call),
+                Lang::TypeScript => typescript::resolve_call(&world, fi, call),
+                Lang::Java => java::resolve_call(&world, fi, call),
+            };
+            let n = hits.iter().filter(|h| h.how == How::Name).count().max(1);
+            for h in hits {
+                let mut conf = h.how.confidence();
+                if h.how == How::Name {
+                    conf = ((conf / n as f64) * 1000.0).round() / 1000.0;
+                }
+                let key = (caller.clone(), world.id(h.target).to_string(), call.line as i64);
+                let better = rows.calls.get(&key).is_none_or(|(_, c)| conf > *c);
+                if better {
+                    rows.calls.insert(key, (h.how.as_str().to_string(), conf));
+                }
+            }
+        }
+    }
+    rows.test_of = test_of(files, &rows);
+    rows
+}
+
+/// Tests and what they reach: at most [`TEST_REACH_DEPTH`] edges of confidence at least
+/// [`TEST_REACH_CONFIDENCE`].
+fn test_of(files: &[FileFacts], rows: &Rows) -> BTreeSet<(String, String)> {
+    let mut out_edges: HashMap<&str, Vec<&str>> = HashMap::new();
+    for ((caller, callee, _), (_, conf)) in &rows.calls {
+        if *conf >= TEST_REACH_CONFIDENCE {
+            out_edges.entry(caller.as_str()).or_default().push(callee.as_str());
+        }
+    }
+    let mut out = BTreeSet::new();
+    for f in files {
+        for e in f.entities.iter().filter(|e| e.is_test) {
+            let mut seen: BTreeSet<&str> = BTreeSet::new();
+            let mut queue = VecDeque::from([(e.id.as_str(), 0usize)]);
+            seen.insert(e.id.as_str());
+            while let Some((at, d)) = queue.pop_front() {
+                if d == TEST_REACH_DEPTH {
+                    continue;
+                }
+                for &next in out_edges.get(at).map(|v| v.as_slice()).unwrap_or(&[]) {
+                    if seen.insert(next) {
+                        out.insert((e.id.clone(), next.to_string()));
+                        queue.push_back((next, d + 1));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Entities visible by lexical scope from `owner`: the enclosing function scopes from the
+/// inside out, then the module's top level. Type bodies are skipped when `skip_types`
+/// (Python, TS: methods are not in scope by bare name).
+pub(crate) fn lexical(w: &World, owner: ERef, name: &str, skip_types: bool, keep: impl Fn(Kind) -> bool) -> Option<ERef> {
+    let mut at = Some(owner.1);
+    while let Some(i) = at {
+        let r = (owner.0, i);
+        let e = w.entity(r);
+        if !(skip_types && e.kind.is_type()) {
+            let found = w.child_named(r, name, &keep);
+            // Python rebinds: the last definition wins. Elsewhere there is one.
+            if let Some(last) = found.last() {
+                return Some(*last);
+            }
+        }
+        at = e.parent;
+    }
+    None
+}

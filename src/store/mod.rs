@@ -1,0 +1,374 @@
+//! The store: the only module that writes Datalog or opens the database.
+//!
+//! A full build loads every relation in bulk into an in-memory Cozo database that
+//! already has its indices, backs it up to a new sqlite file beside the live one and
+//! renames it into place: a run killed half-way leaves the previous index untouched.
+//! An incremental run writes only the rows that changed, as one transaction.
+//! The index format version is stored in the database; an index of another version is
+//! rebuilt by `index` and refused by every reader, never misread.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use cozo::{DataValue, DbInstance, NamedRows, ScriptMutability};
+use thiserror::Error;
+
+use crate::extract::FileFacts;
+use crate::resolve::Rows;
+
+/// Bump when the stored relations, their meaning or the resolver's output change.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The engine. Only [`open`] and [`create_fresh`] name it: past one machine, Cozo's
+/// RocksDB or TiKV storage slots in here.
+const ENGINE: &str = "sqlite";
+
+#[derive(Debug, Error)]
+pub enum StoreError {
+    /// No index yet: run `reproagent index`.
+    #[error("no index at {0}")]
+    Missing(PathBuf),
+    /// Written by another version of reproagent: `reproagent index` rebuilds it.
+    #[error("index at {path} has format version {found}, this reproagent reads version {FORMAT_VERSION}")]
+    Version { path: PathBuf, found: String },
+    /// Not a database we can read: `reproagent index` rebuilds it.
+    #[error("{0} is not a reproagent index")]
+    Foreign(PathBuf),
+    /// An error from Cozo (a query error carries its position in the message).
+    #[error("{0}")]
+    Db(String),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl StoreError {
+    /// What the user can do about it.
+    pub fn hint(&self) -> Option<&'static str> {
+        match self {
+            StoreError::Missing(_) => Some("run `reproagent index` in the repository first"),
+            StoreError::Version { .. } | StoreError::Foreign(_) => Some("run `reproagent index` to rebuild it"),
+            _ => None,
+        }
+    }
+}
+
+fn db_err(e: cozo::Error) -> StoreError {
+    StoreError::Db(format_cozo_error(&e))
+}
+
+/// Cozo errors are miette diagnostics: keep the message, its code and the position of
+/// each labelled span, on one line.
+pub fn format_cozo_error(e: &cozo::Error) -> String {
+    let mut msg = e.to_string();
+    if let Some(code) = e.code() {
+        msg = format!("{msg} [{code}]");
+    }
+    if let Some(help) = e.help() {
+        msg = format!("{msg}; {help}");
+    }
+    msg
+}
+
+/// The stored relations: name, key columns, value columns (with types).
+pub const RELATIONS: &[(&str, &str, &str)] = &[
+    ("file", "path: String", "lang: String, hash: String, lines: Int, is_test: Bool, syntax_errors: Int"),
+    (
+        "entity",
+        "id: String",
+        "kind: String, name: String, qname: String, file: String, start_line: Int, end_line: Int, signature: String, doc: String",
+    ),
+    ("contains", "parent: String, child: String", ""),
+    ("calls", "caller: String, callee: String, line: Int", "how: String, confidence: Float"),
+    ("call_site", "caller: String, line: Int, name: String, receiver: String", ""),
+    ("imports", "file: String, line: Int, module: String, name: String", "alias: String, target: String?"),
+    ("inherits", "child: String, base_name: String", "base: String?"),
+    ("test_of", "test: String, target: String", ""),
+];
+
+/// Internal relations: what the index needs to update itself.
+const INTERNAL: &[(&str, &str, &str)] =
+    &[("index_meta", "key: String", "value: String"), ("index_facts", "path: String", "data: String")];
+
+/// Indices, named for the lookups the tools make (a lookup that binds a non-prefix of a
+/// relation's key is a full scan).
+pub const INDICES: &[(&str, &str)] = &[
+    ("entity:by_file", "file, id"),
+    ("entity:by_name", "name, id"),
+    ("contains:by_child", "child, parent"),
+    ("calls:by_callee", "callee, caller, line"),
+    ("call_site:by_name", "name, caller, line"),
+    ("imports:by_target", "target, file, line"),
+    ("inherits:by_base", "base, child"),
+    ("test_of:by_target", "target, test"),
+];
+
+/// Paths of the index files under a repository root.
+pub fn db_path(root: &Path) -> PathBuf {
+    root.join(".reproagent").join("graph.db")
+}
+
+/// An open index.
+pub struct Store {
+    db: DbInstance,
+    path: PathBuf,
+}
+
+fn looks_like_sqlite(path: &Path) -> std::io::Result<bool> {
+    use std::io::Read;
+    let mut head = [0u8; 16];
+    let mut f = std::fs::File::open(path)?;
+    let n = f.read(&mut head)?;
+    Ok(n == 16 && &head == b"SQLite format 3\0")
+}
+
+/// Open an existing index for reading and checking. It must exist and have our format.
+pub fn open(path: &Path) -> Result<Store, StoreError> {
+    if !path.exists() {
+        return Err(StoreError::Missing(path.to_path_buf()));
+    }
+    if !looks_like_sqlite(path)? {
+        return Err(StoreError::Foreign(path.to_path_buf()));
+    }
+    let db = DbInstance::new(ENGINE, path, "").map_err(|_| StoreError::Foreign(path.to_path_buf()))?;
+    let store = Store { db, path: path.to_path_buf() };
+    let version = store.meta("format_version").map_err(|_| StoreError::Foreign(path.to_path_buf()))?;
+    match version {
+        Some(v) if v == FORMAT_VERSION.to_string() => Ok(store),
+        Some(v) => Err(StoreError::Version { path: path.to_path_buf(), found: v }),
+        None => Err(StoreError::Foreign(path.to_path_buf())),
+    }
+}
+
+fn schema_script() -> String {
+    let mut s = String::new();
+    for (name, keys, vals) in RELATIONS.iter().chain(INTERNAL) {
+        if vals.is_empty() {
+            s.push_str(&format!("{{:create {name} {{{keys}}}}}\n"));
+        } else {
+            s.push_str(&format!("{{:create {name} {{{keys} => {vals}}}}}\n"));
+        }
+    }
+    for (name, cols) in INDICES {
+        s.push_str(&format!("{{::index create {name} {{{cols}}}}}\n"));
+    }
+    s
+}
+
+fn s(v: &str) -> DataValue {
+    DataValue::from(v)
+}
+
+fn opt(v: &Option<String>) -> DataValue {
+    match v {
+        Some(x) => DataValue::from(x.as_str()),
+        None => DataValue::Null,
+    }
+}
+
+fn named(headers: &[&str], rows: Vec<Vec<DataValue>>) -> NamedRows {
+    NamedRows::new(headers.iter().map(|h| h.to_string()).collect(), rows)
+}
+
+/// Rows of every relation as Cozo tuples, keyed by relation name.
+fn to_tuples(rows: &Rows, facts: &[(String, String)], meta: &[(String, String)]) -> BTreeMap<&'static str, Vec<Vec<DataValue>>> {
+    let mut m: BTreeMap<&'static str, Vec<Vec<DataValue>>> = BTreeMap::new();
+    m.insert(
+        "file",
+        rows.file
+            .iter()
+            .map(|(p, (l, h, n, t, e))| vec![s(p), s(l), s(h), DataValue::from(*n), DataValue::Bool(*t), DataValue::from(*e)])
+            .collect(),
+    );
+    m.insert(
+        "entity",
+        rows.entity
+            .iter()
+            .map(|(id, e)| {
+                vec![
+                    s(id),
+                    s(&e.kind),
+                    s(&e.name),
+                    s(&e.qname),
+                    s(&e.file),
+                    DataValue::from(e.start_line),
+                    DataValue::from(e.end_line),
+                    s(&e.signature),
+                    s(&e.doc),
+                ]
+            })
+            .collect(),
+    );
+    m.insert("contains", rows.contains.iter().map(|(p, c)| vec![s(p), s(c)]).collect());
+    m.insert(
+        "calls",
+        rows.calls
+            .iter()
+            .map(|((a, b, l), (h, c))| vec![s(a), s(b), DataValue::from(*l), s(h), DataValue::from(*c)])
+            .collect(),
+    );
+    m.insert(
+        "call_site",
+        rows.call_site.iter().map(|(c, l, n, r)| vec![s(c), DataValue::from(*l), s(n), s(r)]).collect(),
+    );
+    m.insert(
+        "imports",
+        rows.imports
+            .iter()
+            .map(|((f, l, m, n), (a, t))| vec![s(f), DataValue::from(*l), s(m), s(n), s(a), opt(t)])
+            .collect(),
+    );
+    m.insert("inherits", rows.inherits.iter().map(|((c, n), b)| vec![s(c), s(n), opt(b)]).collect());
+    m.insert("test_of", rows.test_of.iter().map(|(t, x)| vec![s(t), s(x)]).collect());
+    m.insert("index_facts", facts.iter().map(|(p, d)| vec![s(p), s(d)]).collect());
+    m.insert("index_meta", meta.iter().map(|(k, v)| vec![s(k), s(v)]).collect());
+    m
+}
+
+fn headers(rel: &str) -> Vec<&'static str> {
+    let (_, keys, vals) = RELATIONS
+        .iter()
+        .chain(INTERNAL)
+        .find(|(n, _, _)| *n == rel)
+        .copied()
+        .unwrap_or(("", "", ""));
+    keys.split(',')
+        .chain(vals.split(','))
+        .filter_map(|c| c.split(':').next().map(str::trim).filter(|c| !c.is_empty()))
+        .collect()
+}
+
+fn key_len(rel: &str) -> usize {
+    RELATIONS
+        .iter()
+        .chain(INTERNAL)
+        .find(|(n, _, _)| *n == rel)
+        .map(|(_, k, _)| k.split(',').count())
+        .unwrap_or(0)
+}
+
+/// The facts of each file, serialized for the next incremental run.
+pub fn encode_facts(facts: &[FileFacts]) -> Vec<(String, String)> {
+    facts
+        .iter()
+        .map(|f| (f.path.clone(), serde_json::to_string(f).unwrap_or_default()))
+        .collect()
+}
+
+fn meta_rows(root: &Path) -> Vec<(String, String)> {
+    vec![
+        ("format_version".into(), FORMAT_VERSION.to_string()),
+        ("reproagent_version".into(), env!("CARGO_PKG_VERSION").into()),
+        ("root".into(), root.display().to_string()),
+    ]
+}
+
+/// Write a whole new index at `path`, atomically replacing any previous one.
+pub fn write_full(path: &Path, root: &Path, rows: &Rows, facts: &[(String, String)]) -> Result<(), StoreError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let mem = DbInstance::new("mem", "", "").map_err(db_err)?;
+    mem.run_script(&schema_script(), BTreeMap::new(), ScriptMutability::Mutable).map_err(db_err)?;
+    let tuples = to_tuples(rows, facts, &meta_rows(root));
+    let data: BTreeMap<String, NamedRows> =
+        tuples.into_iter().map(|(rel, rows)| (rel.to_string(), named(&headers(rel), rows))).collect();
+    mem.import_relations(data).map_err(db_err)?;
+    let tmp = dir.join(format!("graph.db.tmp-{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let result = mem.backup_db(&tmp).map_err(db_err);
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
+/// The changes between two row sets, as Cozo deletions and puts.
+pub struct Diff {
+    data: BTreeMap<String, NamedRows>,
+    pub changed_rows: usize,
+}
+
+/// Rows to delete (keys only in `old`) and to put (new or changed rows), per relation.
+pub fn diff(old: &Rows, new: &Rows, old_facts: &[(String, String)], new_facts: &[(String, String)]) -> Diff {
+    let old_t = to_tuples(old, old_facts, &[]);
+    let new_t = to_tuples(new, new_facts, &[]);
+    let mut data = BTreeMap::new();
+    let mut changed = 0;
+    for (rel, new_rows) in new_t {
+        let k = key_len(rel);
+        let old_rows = old_t.get(rel).map(|v| v.as_slice()).unwrap_or(&[]);
+        let old_map: BTreeMap<&[DataValue], &[DataValue]> = old_rows.iter().map(|r| (&r[..k], &r[k..])).collect();
+        let new_map: BTreeMap<&[DataValue], &[DataValue]> = new_rows.iter().map(|r| (&r[..k], &r[k..])).collect();
+        let puts: Vec<Vec<DataValue>> = new_rows
+            .iter()
+            .filter(|r| old_map.get(&r[..k]) != Some(&&r[k..]))
+            .cloned()
+            .collect();
+        let dels: Vec<Vec<DataValue>> = old_rows
+            .iter()
+            .filter(|r| !new_map.contains_key(&r[..k]))
+            .map(|r| r[..k].to_vec())
+            .collect();
+        let hs = headers(rel);
+        changed += puts.len() + dels.len();
+        if !dels.is_empty() {
+            data.insert(format!("-{rel}"), named(&hs[..k], dels));
+        }
+        if !puts.is_empty() {
+            data.insert(rel.to_string(), named(&hs, puts));
+        }
+    }
+    Diff { data, changed_rows: changed }
+}
+
+impl Store {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Apply a diff as one transaction.
+    pub fn apply(&self, diff: Diff, root: &Path) -> Result<(), StoreError> {
+        let mut data = diff.data;
+        let meta = meta_rows(root).into_iter().map(|(k, v)| vec![s(&k), s(&v)]).collect();
+        data.insert("index_meta".into(), named(&["key", "value"], meta));
+        self.db.import_relations(data).map_err(db_err)
+    }
+
+    pub fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+        let mut params = BTreeMap::new();
+        params.insert("k".to_string(), s(key));
+        let r = self
+            .db
+            .run_script("?[v] := *index_meta{key: $k, value: v}", params, ScriptMutability::Immutable)
+            .map_err(db_err)?;
+        Ok(r.rows.first().and_then(|row| row.first()).and_then(|v| v.get_str()).map(str::to_string))
+    }
+
+    /// The stored facts of every file, sorted by path.
+    pub fn load_facts(&self) -> Result<Vec<FileFacts>, StoreError> {
+        let r = self
+            .db
+            .run_script("?[path, data] := *index_facts{path, data}", BTreeMap::new(), ScriptMutability::Immutable)
+            .map_err(db_err)?;
+        let mut out = Vec::with_capacity(r.rows.len());
+        for row in r.rows {
+            let data = row.get(1).and_then(|v| v.get_str()).unwrap_or("");
+            let f: FileFacts = serde_json::from_str(data).map_err(|e| StoreError::Db(format!("stored facts: {e}")))?;
+            out.push(f);
+        }
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(out)
+    }
+
+    /// Run a read-only script. Writes are refused by Cozo itself.
+    pub fn query(&self, script: &str, params: BTreeMap<String, DataValue>) -> Result<NamedRows, StoreError> {
+        self.db.run_script(script, params, ScriptMutability::Immutable).map_err(db_err)
+    }
+
+    /// Every row of a public relation, for tests and exports.
+    pub fn export(&self, rel: &str) -> Result<NamedRows, StoreError> {
+        let cols = headers(rel).join(", ");
+        self.query(&format!("?[{cols}] := *{rel}{{{cols}}}"), BTreeMap::new())
+    }
+}

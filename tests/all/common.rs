@@ -1,0 +1,103 @@
+//! Shared test helpers: temp-dir repositories, indexing, dumping relations.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use cozo::DataValue;
+use reproagent::index::{self, Options, Summary};
+use reproagent::store;
+
+pub fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(rel)
+}
+
+/// Copy a directory tree (files and directories only) into a fresh temp dir.
+pub fn copy_tree(from: &Path) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    copy_into(from, dir.path());
+    dir
+}
+
+pub fn copy_into(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name();
+        if name == ".reproagent" {
+            continue;
+        }
+        let t = entry.file_type().unwrap();
+        let dest = to.join(&name);
+        if t.is_dir() {
+            std::fs::create_dir_all(&dest).unwrap();
+            copy_into(&entry.path(), &dest);
+        } else if t.is_file() {
+            std::fs::copy(entry.path(), &dest).unwrap();
+        }
+    }
+}
+
+pub fn index_with(root: &Path, threads: usize, full: bool) -> Summary {
+    let mut o = Options::new(root);
+    o.threads = Some(threads);
+    o.full = full;
+    index::run(&o).unwrap()
+}
+
+fn cell(v: &DataValue) -> String {
+    match v {
+        DataValue::Null => "-".into(),
+        DataValue::Str(s) if s.is_empty() => "-".into(),
+        DataValue::Str(s) => s.to_string(),
+        DataValue::Num(n) => match n {
+            cozo::Num::Int(i) => i.to_string(),
+            cozo::Num::Float(f) => format!("{f}"),
+        },
+        DataValue::Bool(b) => b.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Every row of every public relation, as `relation col col ...` lines.
+pub fn dump_all(root: &Path) -> BTreeSet<String> {
+    let s = store::open(&store::db_path(root)).unwrap();
+    let mut out = BTreeSet::new();
+    for (rel, _, _) in store::RELATIONS {
+        for row in s.export(rel).unwrap().rows {
+            let cells: Vec<String> = row.iter().map(cell).collect();
+            out.insert(format!("{rel} {}", cells.join(" ")));
+        }
+    }
+    out
+}
+
+/// The facts in the format of `fixtures/<lang>/<name>.expected`.
+pub fn dump_expected_format(root: &Path) -> BTreeSet<String> {
+    let s = store::open(&store::db_path(root)).unwrap();
+    let q = |script: &str| -> Vec<Vec<String>> {
+        s.query(script, Default::default()).unwrap().rows.iter().map(|r| r.iter().map(cell).collect()).collect()
+    };
+    let mut out = BTreeSet::new();
+    for r in q("?[id, kind] := *entity{id, kind}") {
+        out.insert(format!("entity {} {}", r[0], r[1]));
+    }
+    for r in q("?[caller, callee, line, how] := *calls{caller, callee, line, how}") {
+        out.insert(format!("calls {} {} {} {}", r[0], r[1], r[2], r[3]));
+    }
+    for r in q("?[child, base_name, base] := *inherits{child, base_name, base}") {
+        out.insert(format!("inherits {} {} {}", r[0], r[1], r[2]));
+    }
+    for r in q("?[file, line, module, name, alias, target] := *imports{file, line, module, name, alias, target}") {
+        out.insert(format!("imports {} {} {} {} {} {}", r[0], r[1], r[2], r[3], r[4], r[5]));
+    }
+    out
+}
+
+/// Read an expected file: one fact a line; `#` starts a comment line.
+pub fn read_expected(path: &Path) -> BTreeSet<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect()
+}
