@@ -6,6 +6,7 @@
 
 pub mod cli;
 pub mod extract;
+pub mod graph;
 pub mod index;
 pub mod lang;
 pub mod resolve;

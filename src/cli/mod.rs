@@ -2,7 +2,11 @@
 //! comments are the help text and a `run()` that checks its input before any work.
 //! Only this layer knows clap.
 
+mod graph;
 mod index;
+mod query;
+mod schema;
+mod table;
 
 use clap::{Parser, Subcommand};
 
@@ -17,19 +21,44 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     Index(index::IndexArgs),
+    Query(query::QueryArgs),
+    Schema(schema::SchemaArgs),
+    Graph(graph::GraphArgs),
 }
 
 /// Run the CLI and return the process exit code. Errors are printed as one line
 /// (`error: ...`) with a hint when there is one.
 pub fn main() -> i32 {
+    quiet_broken_pipe();
     let cli = Cli::parse();
     let result: anyhow::Result<()> = match cli.command {
         Command::Index(a) => index::run(a),
+        Command::Query(a) => query::run(a),
+        Command::Schema(a) => schema::run(a),
+        Command::Graph(a) => graph::run(a),
     };
     match result {
         Ok(()) => 0,
         Err(e) => report(&e),
     }
+}
+
+/// `reproagent graph ... | head` closes our stdout early: `println!` then panics with a
+/// broken pipe, which is no error of ours. Exit 0 quietly instead.
+fn quiet_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
 }
 
 /// Print an error chain on one line; a broken pipe (`reproagent ... | head`) is not an error.

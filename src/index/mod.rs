@@ -200,16 +200,30 @@ fn walk_error(root: &Path, err: &ignore::Error) -> Skip {
                 s.path = rel_path(root, path);
                 Some(s)
             }
-            ignore::Error::Loop { child, ancestor } => Some(Skip {
-                path: rel_path(root, child),
-                reason: format!("symlink loop back to {}", rel_path(root, ancestor)),
-            }),
+            ignore::Error::Loop { child, ancestor } => {
+                let a = rel_path(root, ancestor);
+                Some(Skip {
+                    path: rel_path(root, child),
+                    reason: format!("symlink loop back to {}", if a.is_empty() { "." } else { &a }),
+                })
+            }
             ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => inner(root, err),
-            ignore::Error::Io(e) => Some(Skip { path: String::new(), reason: format!("unreadable: {e}") }),
+            ignore::Error::Io(e) => Some(Skip { path: String::new(), reason: io_reason(e) }),
             other => Some(Skip { path: String::new(), reason: other.to_string() }),
         }
     }
     inner(root, err).unwrap_or(Skip { path: String::new(), reason: err.to_string() })
+}
+
+/// An I/O error without the path (the skip names it already).
+fn io_reason(e: &std::io::Error) -> String {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        return "broken symlink or missing file".into();
+    }
+    match e.raw_os_error() {
+        Some(code) => format!("unreadable: {}", std::io::Error::from_raw_os_error(code)),
+        None => format!("unreadable: {e}"),
+    }
 }
 
 fn pool(threads: Option<usize>) -> Result<rayon::ThreadPool, IndexError> {
@@ -246,7 +260,11 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
         None
     } else {
         match store::open(&db_path) {
-            Ok(s) => Some(s),
+            Ok(s) if s.written_by_this_build() => Some(s),
+            Ok(_) => {
+                rebuilt_because = Some("written by another version of reproagent".into());
+                None
+            }
             Err(StoreError::Missing(_)) => None,
             Err(e @ (StoreError::Version { .. } | StoreError::Foreign(_))) => {
                 rebuilt_because = Some(e.to_string());
@@ -366,14 +384,14 @@ fn extract_or_reuse(
     parsed: &AtomicUsize,
 ) -> Result<FileFacts, Skip> {
     let skip = |reason: String| Skip { path: sf.rel.clone(), reason };
-    let meta = std::fs::metadata(&sf.abs).map_err(|e| skip(format!("unreadable: {e}")))?;
+    let meta = std::fs::metadata(&sf.abs).map_err(|e| skip(io_reason(&e)))?;
     if !meta.is_file() {
         return Err(skip("not a regular file".into()));
     }
     if meta.len() > limits.max_bytes {
         return Err(skip(format!("too large: {} bytes, limit {} (--max-file-bytes)", meta.len(), limits.max_bytes)));
     }
-    let bytes = std::fs::read(&sf.abs).map_err(|e| skip(format!("unreadable: {e}")))?;
+    let bytes = std::fs::read(&sf.abs).map_err(|e| skip(io_reason(&e)))?;
     let hash = content_hash(&bytes);
     if let Some(o) = old.get(sf.rel.as_str()) {
         if o.hash == hash {

@@ -56,8 +56,7 @@ fn db_err(e: cozo::Error) -> StoreError {
     StoreError::Db(format_cozo_error(&e))
 }
 
-/// Cozo errors are miette diagnostics: keep the message, its code and the position of
-/// each labelled span, on one line.
+/// Cozo errors are miette diagnostics: keep the message, its code and help, on one line.
 pub fn format_cozo_error(e: &cozo::Error) -> String {
     let mut msg = e.to_string();
     if let Some(code) = e.code() {
@@ -67,6 +66,21 @@ pub fn format_cozo_error(e: &cozo::Error) -> String {
         msg = format!("{msg}; {help}");
     }
     msg
+}
+
+/// A query error with the position of its first labelled span: `line 2, column 7: ...`.
+pub fn format_query_error(e: &cozo::Error, script: &str) -> String {
+    use miette::Diagnostic;
+    let msg = format_cozo_error(e);
+    let diag: &dyn Diagnostic = e.as_ref();
+    let first = diag.labels().and_then(|mut l| l.next());
+    let Some(label) = first else { return msg };
+    let offset = label.offset().min(script.len());
+    let before = &script[..offset];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
+    let what = label.label().map(|l| format!(" ({l})")).unwrap_or_default();
+    format!("line {line}, column {col}: {msg}{what}")
 }
 
 /// The stored relations: name, key columns, value columns (with types).
@@ -133,7 +147,11 @@ pub fn open(path: &Path) -> Result<Store, StoreError> {
     let store = Store { db, path: path.to_path_buf() };
     let version = store.meta("format_version").map_err(|_| StoreError::Foreign(path.to_path_buf()))?;
     match version {
-        Some(v) if v == FORMAT_VERSION.to_string() => Ok(store),
+        Some(v) if v == FORMAT_VERSION.to_string() => {
+            // Written by another build: its rows may come from other rules. Same format, so
+            // readers may read it; `index` rebuilds it (see `written_by_this_build`).
+            Ok(store)
+        }
         Some(v) => Err(StoreError::Version { path: path.to_path_buf(), found: v }),
         None => Err(StoreError::Foreign(path.to_path_buf())),
     }
@@ -272,8 +290,15 @@ pub fn write_full(path: &Path, root: &Path, rows: &Rows, facts: &[(String, Strin
     let data: BTreeMap<String, NamedRows> =
         tuples.into_iter().map(|(rel, rows)| (rel.to_string(), named(&headers(rel), rows))).collect();
     mem.import_relations(data).map_err(db_err)?;
+    // What a killed run left behind is of no use: the live index was never touched.
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with("graph.db.tmp-") {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
     let tmp = dir.join(format!("graph.db.tmp-{}", std::process::id()));
-    let _ = std::fs::remove_file(&tmp);
     let result = mem.backup_db(&tmp).map_err(db_err);
     if let Err(e) = result {
         let _ = std::fs::remove_file(&tmp);
@@ -335,6 +360,13 @@ impl Store {
         self.db.import_relations(data).map_err(db_err)
     }
 
+    /// Was this index written by this very version of reproagent? An incremental update
+    /// diffs against what this build's resolver would have written, so `index` rebuilds
+    /// an index from another version.
+    pub fn written_by_this_build(&self) -> bool {
+        self.meta("reproagent_version").ok().flatten().as_deref() == Some(env!("CARGO_PKG_VERSION"))
+    }
+
     pub fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
         let mut params = BTreeMap::new();
         params.insert("k".to_string(), s(key));
@@ -361,9 +393,12 @@ impl Store {
         Ok(out)
     }
 
-    /// Run a read-only script. Writes are refused by Cozo itself.
+    /// Run a read-only script. Writes are refused by Cozo itself; an error says where in
+    /// the script it is (line and column) and what is wrong.
     pub fn query(&self, script: &str, params: BTreeMap<String, DataValue>) -> Result<NamedRows, StoreError> {
-        self.db.run_script(script, params, ScriptMutability::Immutable).map_err(db_err)
+        self.db
+            .run_script(script, params, ScriptMutability::Immutable)
+            .map_err(|e| StoreError::Db(format_query_error(&e, script)))
     }
 
     /// Every row of a public relation, for tests and exports.

@@ -1,0 +1,392 @@
+//! The canned graph queries: callers, callees, call chains, class structure, imports,
+//! finding entities. Typed results, so the CLI, the MCP server and the agent tools share
+//! one implementation. Every transitive query is depth-bounded.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+use cozo::{DataValue, NamedRows};
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::store::{Store, StoreError};
+
+#[derive(Debug, Error)]
+pub enum GraphError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Nothing by that name: the nearest names are given.
+    #[error("no entity '{name}'{}", nearest_text(.nearest))]
+    NotFound { name: String, nearest: Vec<String> },
+    /// Several entities carry the name: give an id.
+    #[error("'{name}' is ambiguous: {}", .candidates.join(", "))]
+    Ambiguous { name: String, candidates: Vec<String> },
+}
+
+fn nearest_text(n: &[String]) -> String {
+    if n.is_empty() {
+        String::new()
+    } else {
+        format!("; nearest: {}", n.join(", "))
+    }
+}
+
+impl GraphError {
+    pub fn hint(&self) -> Option<&'static str> {
+        match self {
+            GraphError::Store(e) => e.hint(),
+            GraphError::NotFound { .. } => Some("`reproagent graph find NAME` lists entities by name"),
+            GraphError::Ambiguous { .. } => Some("give the entity id (path:Qualified.name) instead of the name"),
+        }
+    }
+}
+
+/// An entity as the queries report it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct EntityInfo {
+    pub id: String,
+    pub kind: String,
+    pub name: String,
+    pub qname: String,
+    pub file: String,
+    pub start_line: i64,
+    pub end_line: i64,
+    pub signature: String,
+}
+
+/// One call edge met by a walk, with the depth at which it was met.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Edge {
+    pub caller: String,
+    pub callee: String,
+    pub line: i64,
+    pub how: String,
+    pub confidence: f64,
+    pub depth: i64,
+}
+
+fn str_of(v: &DataValue) -> String {
+    match v {
+        DataValue::Str(s) => s.to_string(),
+        DataValue::Null => String::new(),
+        other => format!("{other:?}"),
+    }
+}
+
+fn int_of(v: &DataValue) -> i64 {
+    v.get_int().unwrap_or(0)
+}
+
+fn float_of(v: &DataValue) -> f64 {
+    v.get_float().unwrap_or(0.0)
+}
+
+fn params(pairs: &[(&str, DataValue)]) -> BTreeMap<String, DataValue> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+}
+
+const ENTITY_COLS: &str = "id, kind, name, qname, file, start_line, end_line, signature";
+
+fn entities(rows: &NamedRows) -> Vec<EntityInfo> {
+    rows.rows
+        .iter()
+        .map(|r| EntityInfo {
+            id: str_of(&r[0]),
+            kind: str_of(&r[1]),
+            name: str_of(&r[2]),
+            qname: str_of(&r[3]),
+            file: str_of(&r[4]),
+            start_line: int_of(&r[5]),
+            end_line: int_of(&r[6]),
+            signature: str_of(&r[7]),
+        })
+        .collect()
+}
+
+/// The entity with this id, if any.
+pub fn entity(store: &Store, id: &str) -> Result<Option<EntityInfo>, GraphError> {
+    let r = store.query(
+        &format!("?[{ENTITY_COLS}] := *entity{{{ENTITY_COLS}}}, id = $id"),
+        params(&[("id", DataValue::from(id))]),
+    )?;
+    Ok(entities(&r).into_iter().next())
+}
+
+/// Entities matching `query`: an exact id, then exact names, then qualified names ending
+/// in it, then names containing it (case-insensitive). At most `limit`, ranked so.
+pub fn find(store: &Store, query: &str, kind: Option<&str>, limit: usize) -> Result<Vec<EntityInfo>, GraphError> {
+    let q = DataValue::from(query);
+    let lower = DataValue::from(query.to_lowercase().as_str());
+    let dotted = DataValue::from(format!(".{query}").as_str());
+    let script = format!(
+        "hit[{ENTITY_COLS}, rank] := *entity{{{ENTITY_COLS}}}, id = $q, rank = 0
+         hit[{ENTITY_COLS}, rank] := *entity{{{ENTITY_COLS}}}, name = $q, rank = 1
+         hit[{ENTITY_COLS}, rank] := *entity{{{ENTITY_COLS}}}, ends_with(qname, $dotted), rank = 2
+         hit[{ENTITY_COLS}, rank] := *entity{{{ENTITY_COLS}}}, str_includes(lowercase(name), $lower), rank = 3
+         best[id, min(rank)] := hit[id, _, _, _, _, _, _, _, rank]
+         ?[{ENTITY_COLS}, rank] := best[id, rank], hit[{ENTITY_COLS}, rank]
+         :order rank, id"
+    );
+    let r = store.query(&script, params(&[("q", q), ("lower", lower), ("dotted", dotted)]))?;
+    let mut out: Vec<EntityInfo> = entities(&r);
+    if let Some(k) = kind {
+        out.retain(|e| e.kind == k);
+    }
+    let mut seen = BTreeSet::new();
+    out.retain(|e| seen.insert(e.id.clone()));
+    out.truncate(limit);
+    Ok(out)
+}
+
+/// Names that look like `query`, for a "did you mean": by edit distance over names.
+pub fn nearest(store: &Store, query: &str, limit: usize) -> Result<Vec<String>, GraphError> {
+    let r = store.query("?[id, name] := *entity{id, name}", BTreeMap::new())?;
+    let q = query.rsplit([':', '.']).next().unwrap_or(query).to_lowercase();
+    let mut scored: Vec<(usize, String)> = r
+        .rows
+        .iter()
+        .map(|row| {
+            let name = str_of(&row[1]).to_lowercase();
+            (levenshtein(&q, &name), str_of(&row[0]))
+        })
+        .filter(|(d, _)| *d <= q.len().max(3) / 2 + 1)
+        .collect();
+    scored.sort();
+    Ok(scored.into_iter().take(limit).map(|(_, id)| id).collect())
+}
+
+fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j + 1] + 1).min(cur[j] + 1).min(prev[j] + usize::from(ca != *cb));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// Turn what a user typed (an id, a name, a qualified name) into one entity id.
+pub fn resolve_entity(store: &Store, name: &str) -> Result<String, GraphError> {
+    if entity(store, name)?.is_some() {
+        return Ok(name.to_string());
+    }
+    let hits = find(store, name, None, 50)?;
+    let exact: Vec<&EntityInfo> = hits.iter().filter(|e| e.name == name || e.qname == name || e.qname.ends_with(&format!(".{name}"))).collect();
+    match exact.len() {
+        1 => Ok(exact[0].id.clone()),
+        0 => Err(GraphError::NotFound { name: name.to_string(), nearest: nearest(store, name, 5)? }),
+        _ => Err(GraphError::Ambiguous {
+            name: name.to_string(),
+            candidates: exact.iter().take(10).map(|e| e.id.clone()).collect(),
+        }),
+    }
+}
+
+/// Who calls `id`, transitively up to `depth` edges, with edges of at least `min_conf`.
+pub fn callers(store: &Store, id: &str, depth: usize, min_conf: f64) -> Result<Vec<Edge>, GraphError> {
+    walk(store, id, depth, min_conf, true)
+}
+
+/// What `id` calls, transitively up to `depth` edges.
+pub fn callees(store: &Store, id: &str, depth: usize, min_conf: f64) -> Result<Vec<Edge>, GraphError> {
+    walk(store, id, depth, min_conf, false)
+}
+
+fn walk(store: &Store, id: &str, depth: usize, min_conf: f64, up: bool) -> Result<Vec<Edge>, GraphError> {
+    // `calls` is keyed by caller; `calls:by_callee` serves the upward walk.
+    let script = if up {
+        "hop[caller, callee, line, how, c, d] := *calls:by_callee{callee: $id, caller, line}, callee = $id,
+             *calls{caller, callee, line, how, confidence: c}, c >= $min, d = 1
+         hop[caller, callee, line, how, c, d] := hop[callee, _, _, _, _, d0], d0 < $depth,
+             *calls:by_callee{callee, caller, line}, *calls{caller, callee, line, how, confidence: c}, c >= $min, d = d0 + 1
+         ?[caller, callee, line, how, c, min(d)] := hop[caller, callee, line, how, c, d]"
+    } else {
+        "hop[caller, callee, line, how, c, d] := *calls{caller: $id, callee, line, how, confidence: c}, caller = $id, c >= $min, d = 1
+         hop[caller, callee, line, how, c, d] := hop[_, caller, _, _, _, d0], d0 < $depth,
+             *calls{caller, callee, line, how, confidence: c}, c >= $min, d = d0 + 1
+         ?[caller, callee, line, how, c, min(d)] := hop[caller, callee, line, how, c, d]"
+    };
+    let r = store.query(
+        script,
+        params(&[
+            ("id", DataValue::from(id)),
+            ("depth", DataValue::from(depth.max(1) as i64)),
+            ("min", DataValue::from(min_conf)),
+        ]),
+    )?;
+    let mut edges: Vec<Edge> = r
+        .rows
+        .iter()
+        .map(|row| Edge {
+            caller: str_of(&row[0]),
+            callee: str_of(&row[1]),
+            line: int_of(&row[2]),
+            how: str_of(&row[3]),
+            confidence: float_of(&row[4]),
+            depth: int_of(&row[5]),
+        })
+        .collect();
+    edges.sort_by(|a, b| (a.depth, &a.caller, &a.callee, a.line).cmp(&(b.depth, &b.caller, &b.callee, b.line)));
+    Ok(edges)
+}
+
+/// Call chains from `from` to `to` of at most `max_depth` edges, shortest first, at most
+/// `limit` of them. Each chain is the list of edges along it.
+pub fn paths(store: &Store, from: &str, to: &str, max_depth: usize, min_conf: f64, limit: usize) -> Result<Vec<Vec<Edge>>, GraphError> {
+    let forward = callees(store, from, max_depth, min_conf)?;
+    let mut out_edges: HashMap<&str, Vec<&Edge>> = HashMap::new();
+    for e in &forward {
+        out_edges.entry(e.caller.as_str()).or_default().push(e);
+    }
+    // Breadth first over simple paths: shortest chains come out first.
+    let mut found = Vec::new();
+    let mut queue: VecDeque<Vec<&Edge>> = VecDeque::new();
+    for e in out_edges.get(from).cloned().unwrap_or_default() {
+        queue.push_back(vec![e]);
+    }
+    let mut expanded = 0usize;
+    while let Some(path) = queue.pop_front() {
+        let last = path[path.len() - 1];
+        if last.callee == to {
+            found.push(path.iter().enumerate().map(|(i, e)| Edge { depth: i as i64 + 1, ..(*e).clone() }).collect());
+            if found.len() >= limit {
+                break;
+            }
+            continue;
+        }
+        expanded += 1;
+        if path.len() >= max_depth || expanded > 200_000 {
+            continue;
+        }
+        for &next in out_edges.get(last.callee.as_str()).map(|v| v.as_slice()).unwrap_or(&[]) {
+            if next.callee != from && !path.iter().any(|e| e.caller == next.callee) {
+                let mut p = path.clone();
+                p.push(next);
+                queue.push_back(p);
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// A type with its bases (transitively), subclasses, methods, fields and overrides.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClassInfo {
+    pub class: EntityInfo,
+    /// (base as written, resolved id or empty), direct bases.
+    pub bases: Vec<(String, String)>,
+    /// Resolved ancestors, nearest first.
+    pub ancestors: Vec<String>,
+    pub subclasses: Vec<String>,
+    pub methods: Vec<EntityInfo>,
+    pub fields: Vec<EntityInfo>,
+    /// (method here, the ancestor method it overrides).
+    pub overrides: Vec<(String, String)>,
+}
+
+pub fn class(store: &Store, id: &str) -> Result<ClassInfo, GraphError> {
+    let Some(class) = entity(store, id)? else {
+        return Err(GraphError::NotFound { name: id.to_string(), nearest: nearest(store, id, 5)? });
+    };
+    let p = || params(&[("id", DataValue::from(id))]);
+    let bases = store.query("?[base_name, base] := *inherits{child: $id, base_name, base}", p())?;
+    let bases: Vec<(String, String)> = bases.rows.iter().map(|r| (str_of(&r[0]), str_of(&r[1]))).collect();
+    let anc = store.query(
+        "up[b, d] := *inherits{child: $id, base: b}, !is_null(b), d = 1
+         up[b, d] := up[c, d0], d0 < 32, *inherits{child: c, base: b}, !is_null(b), d = d0 + 1
+         ?[b, min(d)] := up[b, d]",
+        p(),
+    )?;
+    let mut anc: Vec<(i64, String)> = anc.rows.iter().map(|r| (int_of(&r[1]), str_of(&r[0]))).collect();
+    anc.sort();
+    let ancestors: Vec<String> = anc.into_iter().map(|(_, b)| b).collect();
+    let subs = store.query("?[child] := *inherits:by_base{base: $id, child}", p())?;
+    let subclasses: Vec<String> = subs.rows.iter().map(|r| str_of(&r[0])).collect();
+    let members = store.query(
+        &format!("?[{ENTITY_COLS}] := *contains{{parent: $id, child: id}}, *entity{{{ENTITY_COLS}}} :order start_line"),
+        p(),
+    )?;
+    let members = entities(&members);
+    let (methods, fields): (Vec<EntityInfo>, Vec<EntityInfo>) = members.into_iter().partition(|m| m.kind != "field");
+    let fields: Vec<EntityInfo> = fields.into_iter().filter(|f| f.kind == "field").collect();
+    let mut overrides = Vec::new();
+    for a in &ancestors {
+        let r = store.query(
+            "?[id, name] := *contains{parent: $a, child: id}, *entity{id, name, kind: 'method'}",
+            params(&[("a", DataValue::from(a.as_str()))]),
+        )?;
+        for row in &r.rows {
+            let (aid, aname) = (str_of(&row[0]), str_of(&row[1]));
+            for m in methods.iter().filter(|m| m.name == aname && m.kind == "method") {
+                if !overrides.iter().any(|(x, _): &(String, String)| *x == m.id) {
+                    overrides.push((m.id.clone(), aid.clone()));
+                }
+            }
+        }
+    }
+    Ok(ClassInfo { class, bases, ancestors, subclasses, methods, fields, overrides })
+}
+
+/// What a file imports and who imports it (or anything defined in it).
+#[derive(Debug, Clone, Serialize)]
+pub struct ImportsInfo {
+    pub file: String,
+    pub imports: Vec<ImportRow>,
+    pub imported_by: Vec<ImportRow>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ImportRow {
+    pub file: String,
+    pub line: i64,
+    pub module: String,
+    pub name: String,
+    pub alias: String,
+    pub target: String,
+}
+
+fn import_rows(r: &NamedRows) -> Vec<ImportRow> {
+    r.rows
+        .iter()
+        .map(|x| ImportRow {
+            file: str_of(&x[0]),
+            line: int_of(&x[1]),
+            module: str_of(&x[2]),
+            name: str_of(&x[3]),
+            alias: str_of(&x[4]),
+            target: str_of(&x[5]),
+        })
+        .collect()
+}
+
+pub fn imports(store: &Store, file: &str) -> Result<ImportsInfo, GraphError> {
+    let known = store.query("?[p] := *file{path: p}, p = $f", params(&[("f", DataValue::from(file))]))?;
+    if known.rows.is_empty() {
+        let all = store.query("?[p] := *file{path: p}", BTreeMap::new())?;
+        let base = file.rsplit('/').next().unwrap_or(file);
+        let nearest = all.rows.iter().map(|r| str_of(&r[0])).filter(|p| p.ends_with(base)).take(5).collect();
+        return Err(GraphError::NotFound { name: file.to_string(), nearest });
+    }
+    let p = || params(&[("f", DataValue::from(file))]);
+    let out = store.query(
+        "?[file, line, module, name, alias, target] := *imports{file, line, module, name, alias, target}, file = $f :order line",
+        p(),
+    )?;
+    let inb = store.query(
+        "?[file, line, module, name, alias, target] := *imports:by_target{target: $f, file, line}, target = $f,
+             *imports{file, line, module, name, alias, target}
+         ?[file, line, module, name, alias, target] := *entity:by_file{file: $f, id: target},
+             *imports:by_target{target, file, line}, *imports{file, line, module, name, alias, target}
+         :order file, line",
+        p(),
+    )?;
+    Ok(ImportsInfo { file: file.to_string(), imports: import_rows(&out), imported_by: import_rows(&inb) })
+}
+
+/// Tests that reach an entity (the `test_of` relation).
+pub fn tests_for(store: &Store, id: &str) -> Result<Vec<String>, GraphError> {
+    let r = store.query("?[test] := *test_of:by_target{target: $id, test} :order test", params(&[("id", DataValue::from(id))]))?;
+    Ok(r.rows.iter().map(|x| str_of(&x[0])).collect())
+}

@@ -1,0 +1,251 @@
+//! `index`: incremental equals full, thread-count invariance, bad input reported and
+//! skipped, interrupted runs and foreign or old indices.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use reproagent::extract::Limits;
+use reproagent::index::{self, Options};
+use reproagent::store::{self, StoreError};
+
+use crate::common::*;
+
+/// A repository with all three fixture projects side by side.
+fn multi_language_repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (lang, p) in [("python", "shop"), ("typescript", "tasks"), ("java", "bank")] {
+        let to = dir.path().join(p);
+        std::fs::create_dir_all(&to).unwrap();
+        copy_into(&fixture(&format!("{lang}/{p}")), &to);
+    }
+    dir
+}
+
+fn edit(root: &Path, rel: &str, f: impl FnOnce(String) -> String) {
+    let p = root.join(rel);
+    let s = std::fs::read_to_string(&p).unwrap();
+    std::fs::write(&p, f(s)).unwrap();
+}
+
+#[test]
+fn incremental_update_equals_a_fresh_index() {
+    let repo = multi_language_repo();
+    let root = repo.path();
+    let first = index_with(root, 2, false);
+    assert_eq!(first.mode, "full");
+    let before = dump_all(root);
+
+    // Edit: a new call in an existing function (changes edges of other files too).
+    edit(root, "shop/core/pricing.py", |s| s.replace("def round_money(", "def extra_helper():\n    return round_money(1)\n\n\ndef round_money("));
+    // Add a file that calls into the repo and defines a name others fall back to.
+    std::fs::write(root.join("shop/core/audit.py"), "from .pricing import round_money\n\n\ndef audit(x):\n    return round_money(x)\n\n\nclass Ledger:\n    def describe(self):\n        return audit(1)\n").unwrap();
+    // Delete a file others import from.
+    std::fs::remove_file(root.join("shop/core/errors.py")).unwrap();
+    // Rename a TypeScript module (its importers now miss it) and a Java class file.
+    std::fs::rename(root.join("tasks/src/util/dates.ts"), root.join("tasks/src/util/time.ts")).unwrap();
+    let java_dir = root.join("bank/src/main/java/com/acme/bank/util");
+    std::fs::rename(java_dir.join("AuditLog.java"), java_dir.join("AuditLogRenamed.java")).unwrap();
+    // Edit a Java file: change an overload's arity.
+    edit(root, "bank/src/main/java/com/acme/bank/model/Money.java", |s| s.replacen("record Money(", "record Money(", 1) + "\n");
+
+    let second = index_with(root, 2, false);
+    assert_eq!(second.mode, "incremental");
+    assert_eq!(second.parsed, 5, "only added, changed and renamed files are parsed: {second:?}");
+    assert_eq!(second.removed, 3);
+    assert!(second.rows_written > 0);
+    let incremental = dump_all(root);
+    assert_ne!(before, incremental, "the edits must show in the graph");
+
+    // A fresh index of the same tree, elsewhere.
+    let fresh = tempfile::tempdir().unwrap();
+    copy_into(root, fresh.path());
+    index_with(fresh.path(), 2, true);
+    let full = dump_all(fresh.path());
+    let missing: Vec<_> = full.difference(&incremental).take(20).collect();
+    let extra: Vec<_> = incremental.difference(&full).take(20).collect();
+    assert!(missing.is_empty() && extra.is_empty(), "incremental differs from full\nmissing: {missing:#?}\nextra: {extra:#?}");
+
+    // Nothing changed: nothing parsed, nothing written.
+    let third = index_with(root, 2, false);
+    assert_eq!((third.mode.as_str(), third.parsed, third.rows_written), ("unchanged", 0, 0));
+}
+
+#[test]
+fn one_thread_and_many_give_identical_relations() {
+    let a = multi_language_repo();
+    let b = tempfile::tempdir().unwrap();
+    copy_into(a.path(), b.path());
+    index_with(a.path(), 1, true);
+    index_with(b.path(), 8, true);
+    let (da, db) = (dump_all(a.path()), dump_all(b.path()));
+    assert!(da.len() > 1000, "the repo is big enough to interleave: {} rows", da.len());
+    assert_eq!(da, db);
+}
+
+#[test]
+fn bad_input_is_reported_and_skipped() {
+    let repo = tempfile::tempdir().unwrap();
+    let root = repo.path();
+    // Copy the committed evil files, symlinks included.
+    let src = fixture("evil");
+    for e in std::fs::read_dir(&src).unwrap() {
+        let e = e.unwrap();
+        let to = root.join(e.file_name());
+        let meta = std::fs::symlink_metadata(e.path()).unwrap();
+        if meta.file_type().is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(e.path()).unwrap(), &to).unwrap();
+        } else if meta.is_dir() {
+            std::fs::create_dir(&to).unwrap();
+            for inner in std::fs::read_dir(e.path()).unwrap() {
+                let inner = inner.unwrap();
+                std::os::unix::fs::symlink(std::fs::read_link(inner.path()).unwrap(), to.join(inner.file_name())).unwrap();
+            }
+        } else {
+            std::fs::copy(e.path(), &to).unwrap();
+        }
+    }
+    // Made here: a huge generated file, a slow one, a FIFO, an unreadable file.
+    let huge: String = (0..120_000).map(|i| format!("value_{i} = {i}\n")).collect();
+    assert!(huge.len() > 2 * 1024 * 1024);
+    std::fs::write(root.join("generated_huge.py"), &huge).unwrap();
+    let slow: String = (0..40_000).map(|i| format!("def f{i}(a, b):\n    return g(a, b) + {i}\n")).collect();
+    std::fs::write(root.join("slow.py"), &slow).unwrap();
+    let fifo = root.join("pipe.py");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let is_root = unsafe { libc::geteuid() } == 0;
+    if !is_root {
+        let p = root.join("secret.py");
+        std::fs::write(&p, "x = 1\n").unwrap();
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o000)).unwrap();
+    }
+
+    let mut opts = Options::new(root);
+    opts.threads = Some(2);
+    // The slow file is well under the size limit but takes longer than 1 ms to parse.
+    opts.limits = Limits { max_bytes: 2 * 1024 * 1024, max_parse_time: Duration::from_millis(1) };
+    let s = index::run(&opts).unwrap();
+    let reason = |path: &str| -> String {
+        s.skipped.iter().find(|k| k.path == path).map(|k| k.reason.clone()).unwrap_or_else(|| panic!("{path} not reported: {:#?}", s.skipped))
+    };
+    assert!(reason("generated_huge.py").starts_with("too large"));
+    assert!(reason("slow.py").starts_with("parse time budget exceeded"));
+    assert!(reason("latin1.py").starts_with("not UTF-8"));
+    assert!(reason("archive.py").starts_with("binary"));
+    assert!(reason("dangling.py").contains("broken symlink"));
+    assert!(reason("loop/back").starts_with("symlink loop"));
+    assert_eq!(reason("pipe.py"), "not a regular file");
+    if !is_root {
+        assert!(reason("secret.py").starts_with("unreadable"));
+    }
+    // The good file and the partial tree of the broken one are indexed.
+    assert_eq!(s.files, 2, "{s:?}");
+    assert_eq!(s.files_with_syntax_errors, 1);
+    let rows = dump_expected_format(root);
+    for want in [
+        "entity good.py:healthy function",
+        "entity syntax_error.py:before function",
+        "entity syntax_error.py:After.method method",
+        "calls good.py:healthy good.py:helper 5 local",
+    ] {
+        assert!(rows.contains(want), "{want} missing from {rows:#?}");
+    }
+}
+
+#[test]
+fn a_missing_root_is_a_clear_error() {
+    let e = index::run(&Options::new("/nonexistent/repo")).unwrap_err();
+    assert_eq!(e.to_string(), "/nonexistent/repo: no such directory");
+    assert!(e.hint().is_some());
+}
+
+fn set_meta(root: &Path, key: &str, value: &str) {
+    let db = cozo::DbInstance::new("sqlite", store::db_path(root), "").unwrap();
+    let mut p = std::collections::BTreeMap::new();
+    p.insert("k".to_string(), cozo::DataValue::from(key));
+    p.insert("v".to_string(), cozo::DataValue::from(value));
+    db.run_script("?[key, value] <- [[$k, $v]] :put index_meta {key => value}", p, cozo::ScriptMutability::Mutable).unwrap();
+}
+
+#[test]
+fn an_index_of_another_format_is_refused_by_readers_and_rebuilt_by_index() {
+    let dir = copy_tree(&fixture("python/shop"));
+    let root = dir.path();
+    index_with(root, 2, false);
+    let before = dump_all(root);
+    set_meta(root, "format_version", "0");
+    match store::open(&store::db_path(root)) {
+        Err(StoreError::Version { found, .. }) => assert_eq!(found, "0"),
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("an old index was opened"),
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_reproagent"))
+        .args(["query", "?[p] := *file{path: p}", "-C"])
+        .arg(root)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("format version 0") && err.contains("hint: run `reproagent index`"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+
+    let s = index_with(root, 2, false);
+    assert_eq!(s.mode, "full");
+    assert!(s.rebuilt_because.unwrap().contains("format version 0"));
+    assert_eq!(dump_all(root), before);
+}
+
+#[test]
+fn a_foreign_file_in_place_of_the_index_is_rebuilt() {
+    let dir = copy_tree(&fixture("python/shop"));
+    let root = dir.path();
+    std::fs::create_dir_all(root.join(".reproagent")).unwrap();
+    std::fs::write(store::db_path(root), "this is not a database").unwrap();
+    assert!(matches!(store::open(&store::db_path(root)), Err(StoreError::Foreign(_))));
+    let s = index_with(root, 2, false);
+    assert_eq!(s.mode, "full");
+    assert!(s.rebuilt_because.is_some());
+    assert!(store::open(&store::db_path(root)).is_ok());
+}
+
+#[test]
+fn an_interrupted_index_leaves_the_previous_one_usable() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::write(root.join("seed.py"), "def seed():\n    return 1\n").unwrap();
+    index_with(root, 2, false);
+    let before = dump_all(root);
+    // Enough code that a debug build takes a while to index it.
+    for d in 0..40 {
+        let pkg = root.join(format!("pkg{d}"));
+        std::fs::create_dir_all(&pkg).unwrap();
+        std::fs::write(pkg.join("__init__.py"), "").unwrap();
+        for f in 0..40 {
+            let body: String = (0..60).map(|i| format!("def f{i}(x):\n    return seed() + f{}(x)\n\n", (i + 1) % 60)).collect();
+            std::fs::write(pkg.join(format!("m{f}.py")), format!("from seed import seed\n\n{body}")).unwrap();
+        }
+    }
+    for attempt in [150u64, 600, 1500] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_reproagent"))
+            .args(["index", "--full", "-q"])
+            .arg(root)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(attempt));
+        let _ = child.kill();
+        let status = child.wait().unwrap();
+        // Whether the kill landed before or after the new index was in place, what is
+        // there opens and is complete: the old index or the new one, never a mix.
+        let now = dump_all(root);
+        if status.success() {
+            assert!(now.len() > before.len());
+            break;
+        }
+        assert_eq!(now, before, "killed after {attempt} ms: the previous index changed");
+    }
+    // And the next run completes.
+    let s = index_with(root, 2, false);
+    assert_eq!(s.files, 1 + 40 * 41);
+}
