@@ -398,7 +398,14 @@ impl Store {
     pub fn query(&self, script: &str, params: BTreeMap<String, DataValue>) -> Result<NamedRows, StoreError> {
         self.db
             .run_script(script, params, ScriptMutability::Immutable)
-            .map_err(|e| StoreError::Db(format_query_error(&e, script)))
+            .map_err(|e| {
+                let msg = format_query_error(&e, script);
+                if msg.contains("read-only") {
+                    StoreError::Db(format!("refused, queries are read-only: {msg}"))
+                } else {
+                    StoreError::Db(msg)
+                }
+            })
     }
 
     /// Every row of a public relation, for tests and exports.
