@@ -489,11 +489,10 @@ fn build_facts(rel: &str, lang: Lang, src: &str, hash: String, tree: &tree_sitte
         let mut kind = d.kind;
         match lang {
             Lang::Python if kind == Kind::Function && parent_kind == Kind::Class => kind = Kind::Method,
-            Lang::TypeScript if kind == Kind::Field => {
-                if d.value.is_some_and(|v| matches!(v.kind(), "arrow_function" | "function_expression" | "function")) {
+            Lang::TypeScript if kind == Kind::Field
+                && d.value.is_some_and(|v| matches!(v.kind(), "arrow_function" | "function_expression" | "function")) => {
                     kind = Kind::Method;
                 }
-            }
             Lang::TypeScript if kind == Kind::Function && parent_kind.is_type() => kind = Kind::Method,
             _ => {}
         }

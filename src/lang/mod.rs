@@ -100,7 +100,7 @@ impl Lang {
         let ext = ext.to_ascii_lowercase();
         Lang::all()
             .into_iter()
-            .find(|l| l.descriptor().extensions.iter().any(|e| *e == ext))
+            .find(|l| l.descriptor().extensions.contains(&ext))
     }
 
     /// The tree-sitter grammar for a file of this language.
@@ -169,14 +169,14 @@ mod tests {
     #[test]
     fn test_paths() {
         let py = &Lang::Python.descriptor().tests;
-        assert!(is_test_path(&py, "pkg/tests/helpers.py"));
-        assert!(is_test_path(&py, "test_models.py"));
-        assert!(!is_test_path(&py, "pkg/testing.py"));
+        assert!(is_test_path(py, "pkg/tests/helpers.py"));
+        assert!(is_test_path(py, "test_models.py"));
+        assert!(!is_test_path(py, "pkg/testing.py"));
         let ts = &Lang::TypeScript.descriptor().tests;
-        assert!(is_test_path(&ts, "src/a.test.ts"));
-        assert!(!is_test_path(&ts, "src/a.ts"));
+        assert!(is_test_path(ts, "src/a.test.ts"));
+        assert!(!is_test_path(ts, "src/a.ts"));
         let java = &Lang::Java.descriptor().tests;
-        assert!(is_test_path(&java, "src/test/java/a/FooTest.java"));
-        assert!(!is_test_path(&java, "src/main/java/a/Foo.java"));
+        assert!(is_test_path(java, "src/test/java/a/FooTest.java"));
+        assert!(!is_test_path(java, "src/main/java/a/Foo.java"));
     }
 }

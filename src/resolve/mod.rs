@@ -56,6 +56,9 @@ pub const TEST_REACH_CONFIDENCE: f64 = 0.5;
 /// An entity: (file index, entity index in the file).
 pub type ERef = (u32, u32);
 
+/// The key of an `imports` row: (file, line, module, name).
+pub type ImportKey = (String, i64, String, String);
+
 /// The rows of every stored relation, sorted and free of duplicates.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Rows {
@@ -68,7 +71,7 @@ pub struct Rows {
     pub calls: BTreeMap<(String, String, i64), (String, f64)>,
     pub call_site: BTreeSet<(String, i64, String, String)>,
     /// (file, line, module, name) => alias, target
-    pub imports: BTreeMap<(String, i64, String, String), (String, Option<String>)>,
+    pub imports: BTreeMap<ImportKey, (String, Option<String>)>,
     /// (child, base_name) => base
     pub inherits: BTreeMap<(String, String), Option<String>>,
     pub test_of: BTreeSet<(String, String)>,

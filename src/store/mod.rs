@@ -314,6 +314,9 @@ pub struct Diff {
     pub changed_rows: usize,
 }
 
+// DataValue has regex and set variants that clippy deems mutable keys; ours are strings
+// and numbers only.
+#[allow(clippy::mutable_key_type)]
 /// Rows to delete (keys only in `old`) and to put (new or changed rows), per relation.
 pub fn diff(old: &Rows, new: &Rows, old_facts: &[(String, String)], new_facts: &[(String, String)]) -> Diff {
     let old_t = to_tuples(old, old_facts, &[]);
