@@ -7,3 +7,4 @@
 pub mod cli;
 pub mod extract;
 pub mod lang;
+pub mod sandbox;

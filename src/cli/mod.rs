@@ -4,6 +4,8 @@
 
 use clap::{Parser, Subcommand};
 
+pub mod sandbox;
+
 /// Turns a bug report into a test that reproduces it, on an embedded code knowledge graph.
 #[derive(Parser, Debug)]
 #[command(name = "reproagent", version, about, max_term_width = 100)]
@@ -13,13 +15,18 @@ pub struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum Command {}
+pub enum Command {
+    /// Environment images and one-off commands in the sandbox.
+    Sandbox(sandbox::SandboxArgs),
+}
 
 /// Run the CLI and return the process exit code. Errors are printed as one line
 /// (`error: ...`) with a hint when there is one.
 pub fn main() -> i32 {
     let cli = Cli::parse();
-    let result: anyhow::Result<()> = match cli.command {};
+    let result: anyhow::Result<()> = match cli.command {
+        Command::Sandbox(args) => sandbox::run(args),
+    };
     match result {
         Ok(()) => 0,
         Err(e) => report(&e),
