@@ -64,6 +64,9 @@ pub struct ExecArgs {
     /// Memory limit in MiB.
     #[arg(long, default_value_t = 2048)]
     pub memory_mb: u64,
+    /// Session id for the container label (tests use it to find their container).
+    #[arg(long, hide = true)]
+    pub session: Option<String>,
     /// The command, after `--`.
     #[arg(last = true, required = true)]
     pub cmd: Vec<String>,
@@ -126,6 +129,9 @@ async fn exec(args: ExecArgs, json: bool) -> anyhow::Result<()> {
     let image = args.image.or_else(|| image::recorded_image(&repo)).unwrap_or_else(|| "reproagent-env:none".into());
     let mut config = SandboxConfig::new(&repo, image);
     config.limits.memory_bytes = args.memory_mb << 20;
+    if let Some(s) = args.session {
+        config.session = s;
+    }
     // Refuse before anything starts, with the reason.
     if let Err(r) = policy::check_argv(&args.cmd, docker::WORKDIR) {
         bail!("refused: {} (hint: rule `{}`; the sandbox runs tests offline inside the repository copy)", r.reason, r.rule);

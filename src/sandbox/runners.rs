@@ -209,7 +209,7 @@ pub fn command_line(framework: Framework, file: &str, test: Option<&str>, conten
             // Compile the repository's sources with the test, then run the class through
             // the JUnit Platform launcher (JUnit 4 through its vintage engine).
             format!(
-                "{prep}CP={JUNIT_JARS}:$(ls lib/*.jar target/dependency/*.jar 2>/dev/null | tr '\\n' ':') && \
+                "{prep}CP={JUNIT_JARS}:{JUNIT_LAUNCHER}:$(ls lib/*.jar target/dependency/*.jar 2>/dev/null | tr '\\n' ':') && \
                  find . -name '*.java' -not -path './{REPORT_DIR}/*' > {REPORT_DIR}/sources && \
                  javac -nowarn -d {REPORT_DIR}/classes -cp \"$CP\" @{REPORT_DIR}/sources && \
                  java -jar {JUNIT_LAUNCHER} --disable-banner --disable-ansi-colors --details=tree \
@@ -343,6 +343,14 @@ fn parse_junit_xml(xml: &[u8], r: &mut TestResult) -> Option<()> {
                     kind = Some(t.to_string());
                     message = msg.to_string();
                 } else if kind.is_none() {
+                    // pytest's long report ends with `path:line: ExceptionType`.
+                    kind = body.lines().rev().find_map(|l| {
+                        let (loc, ty) = l.trim().rsplit_once(": ")?;
+                        let is_loc = loc.rsplit_once(':').is_some_and(|(_, n)| n.chars().all(|c| c.is_ascii_digit()));
+                        (is_loc && split_exception(&format!("{ty}: x")).0.is_some()).then(|| ty.to_string())
+                    });
+                }
+                if kind.is_none() {
                     // pytest's message can lack the type ("assert 1 == 2"); the body's `E   Type: msg` line has it.
                     if let Some(e) = body.lines().find_map(|l| l.strip_prefix("E   ")) {
                         let (k, m) = split_exception(e);
@@ -476,7 +484,10 @@ fn parse_tap(text: &str, r: &mut TestResult) -> Option<()> {
             continue;
         }
         let kind = field("name").or_else(|| field("code"));
-        let message = field("error").unwrap_or_default();
+        let mut message = field("error").unwrap_or_default();
+        if let (Some(a), Some(e)) = (field("actual"), field("expected")) {
+            message = format!("{message}\nactual: {a}, expected: {e}");
+        }
         if is_file {
             // node 18 wraps a file that failed to load (or exited non-zero) as one failing test.
             r.error = Some(format!("{name}: {}", if message.is_empty() { "the test file failed" } else { &message }));
