@@ -198,7 +198,9 @@ fn check_simple(cmd: &Simple, workdir: &str) -> Result<(), Refusal> {
             let recursive = flags.contains(['r', 'R']) || long("--recursive");
             for op in &operands {
                 let n = normalize(op);
-                if recursive && (n == "/" || op == "*" || op.starts_with("/*") || op == "~" || op == "$HOME" || op.starts_with('$') && op.len() < 8) {
+                // `/`, a top-level directory (`/usr`, `~` = `/root`), or an unset-variable gamble.
+                let top_level = op.starts_with('/') && n.matches('/').count() <= 1;
+                if recursive && (top_level || op == "*" || op.starts_with("/*") || op == "$HOME" || op.starts_with('$') && op.len() < 8) {
                     return refuse("destructive", format!("rm -r {op} would delete far more than the repository"));
                 }
                 if op.starts_with('/') && !inside(op, workdir) {

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::RwLock;
+
 use std::time::{Duration, Instant};
 
 use reproagent::sandbox::runners::TestStatus;
@@ -17,7 +17,7 @@ const IMAGE: &str = "reproagent-test:bookworm";
 
 /// Docker tests share the engine; `sandbox clean` removes every sandbox container, so it
 /// takes this lock for writing while the others hold it for reading.
-static ENGINE: RwLock<()> = RwLock::new(());
+static ENGINE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
 fn skip_docker() -> bool {
     std::env::var("REPROAGENT_SKIP_DOCKER").is_ok_and(|v| v == "1")
@@ -268,7 +268,7 @@ macro_rules! suite {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     if skip_docker() { eprintln!("REPROAGENT_SKIP_DOCKER=1: skipped"); return; }
-                    let _engine = ENGINE.read().unwrap_or_else(|e| e.into_inner());
+                    let _engine = ENGINE.read().await;
                     let repo = make_repo();
                     #[allow(unused_mut, unused_assignments)]
                     let mut mem = None;
@@ -325,7 +325,7 @@ mod docker_lifecycle {
         if skip_docker() {
             return;
         }
-        let _engine = ENGINE.read().unwrap_or_else(|e| e.into_inner());
+        let _engine = ENGINE.read().await;
         let repo = make_repo();
         // Success, closed explicitly.
         let (sb, s1) = open_session(repo.path()).await;
@@ -365,7 +365,7 @@ mod docker_lifecycle {
         if skip_docker() {
             return;
         }
-        let _engine = ENGINE.read().unwrap_or_else(|e| e.into_inner());
+        let _engine = ENGINE.read().await;
         let repo = make_repo();
         let session = format!("interrupt-{}", std::process::id());
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_reproagent"))
@@ -399,7 +399,7 @@ mod docker_lifecycle {
         if skip_docker() {
             return;
         }
-        let _engine = ENGINE.write().unwrap_or_else(|e| e.into_inner());
+        let _engine = ENGINE.write().await;
         let repo = make_repo();
         let (sb, session) = open_session(repo.path()).await;
         std::mem::forget(sb); // as if the process had been killed with SIGKILL
@@ -418,7 +418,7 @@ mod docker_lifecycle {
         if skip_docker() {
             return;
         }
-        let _engine = ENGINE.read().unwrap_or_else(|e| e.into_inner());
+        let _engine = ENGINE.read().await;
         let repo = make_repo();
         std::fs::write(repo.path().join("pom.xml"), format!("<project><!-- {} --></project>\n", std::process::id())).expect("pom");
         let d = dk::connect().await.expect("docker");
@@ -451,7 +451,7 @@ mod docker_lifecycle {
         if skip_docker() {
             return;
         }
-        let _engine = ENGINE.read().unwrap_or_else(|e| e.into_inner());
+        let _engine = ENGINE.read().await;
         let repo = make_repo();
         use reproagent::sandbox::{open, Choice};
         let o = open(Choice::Auto, SandboxConfig::new(repo.path(), IMAGE)).await.expect("open");
