@@ -67,6 +67,10 @@ struct ThreadRun {
     parse_files: usize,
     parse_s: Vec<f64>,
     full_s: Vec<f64>,
+    /// CPU seconds (user + system, all threads) of each run: less sensitive than wall
+    /// time to other processes on the machine.
+    parse_cpu: Vec<f64>,
+    full_cpu: Vec<f64>,
     parse_peak_kb: u64,
     full_peak_kb: u64,
 }
@@ -98,6 +102,9 @@ struct CorpusResult {
     phases_full: Vec<(String, f64)>,
     phases_incr: Vec<(String, f64)>,
     process_peak_kb: u64,
+    rows: Vec<(String, usize)>,
+    facts_json_bytes: u64,
+    loadavg: Vec<String>,
 }
 
 fn main() {
@@ -221,13 +228,16 @@ fn child(c: &Corpus) -> anyhow::Result<CorpusResult> {
         ..Default::default()
     };
 
+    r.loadavg.push(loadavg());
     // Timed: parse-only and full index, same threads, alternating.
     let mut last: Option<Summary> = None;
     for &threads in &thread_counts {
         let mut tr = ThreadRun { threads, ..Default::default() };
         for rep in 0..runs {
             reset_peak();
+            let c0 = cpu_s();
             let (n, d) = index::parse_only(&root, Some(threads))?;
+            tr.parse_cpu.push(cpu_s() - c0);
             tr.parse_peak_kb = tr.parse_peak_kb.max(peak_kb());
             tr.parse_files = n;
             tr.parse_s.push(d.as_secs_f64());
@@ -237,9 +247,11 @@ fn child(c: &Corpus) -> anyhow::Result<CorpusResult> {
             opts.full = true;
             opts.limits = limits;
             reset_peak();
+            let c0 = cpu_s();
             let t = Instant::now();
             let s = index::run(&opts)?;
             let full = t.elapsed();
+            tr.full_cpu.push(cpu_s() - c0);
             tr.full_peak_kb = tr.full_peak_kb.max(peak_kb());
             tr.full_s.push(full.as_secs_f64());
             eprintln!(
@@ -311,8 +323,10 @@ fn child(c: &Corpus) -> anyhow::Result<CorpusResult> {
     }
 
     // Where the time goes: the steps of index::run, timed one by one.
-    let (phases, facts) = profile_full(&root, tmp.path(), threads, limits)?;
+    let (phases, facts, rows, facts_json_bytes) = profile_full(&root, tmp.path(), threads, limits)?;
     r.phases_full = phases;
+    r.rows = rows;
+    r.facts_json_bytes = facts_json_bytes;
     r.syntax_error_paths = facts
         .iter()
         .filter(|f| f.syntax_errors > 0)
@@ -322,6 +336,7 @@ fn child(c: &Corpus) -> anyhow::Result<CorpusResult> {
     append_comment(&touch, c.comment, runs)?;
     r.phases_incr = profile_incremental(&root, threads, limits)?;
 
+    r.loadavg.push(loadavg());
     r.process_peak_kb = status_kb("VmHWM").max(r.runs.iter().map(|t| t.full_peak_kb.max(t.parse_peak_kb)).max().unwrap_or(0));
     Ok(r)
 }
@@ -384,13 +399,36 @@ fn reset_peak() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
+/// User + system CPU seconds of this process so far, all threads.
+fn cpu_s() -> f64 {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return f64::NAN;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
 fn peak_kb() -> u64 {
     status_kb("VmHWM")
 }
 
 /// The steps of a full `index::run`, one by one: walk, read+hash+extract in parallel
 /// (with the per-file CPU time of each split out), resolve, encode, write.
-fn profile_full(root: &Path, scratch: &Path, threads: usize, limits: Limits) -> anyhow::Result<(Vec<(String, f64)>, Vec<FileFacts>)> {
+#[allow(clippy::type_complexity)]
+fn profile_full(
+    root: &Path,
+    scratch: &Path,
+    threads: usize,
+    limits: Limits,
+) -> anyhow::Result<(Vec<(String, f64)>, Vec<FileFacts>, Vec<(String, usize)>, u64)> {
     let mut ph = Vec::new();
     let all = Instant::now();
     let t = Instant::now();
@@ -440,7 +478,19 @@ fn profile_full(root: &Path, scratch: &Path, threads: usize, limits: Limits) -> 
     store::write_full(&db, root, &rows, &encoded)?;
     ph.push(("write_full (Cozo mem import + SQLite backup)".into(), t.elapsed().as_secs_f64()));
     ph.push(("total".into(), all.elapsed().as_secs_f64()));
-    Ok((ph, facts))
+    let counts = vec![
+        ("file".to_string(), rows.file.len()),
+        ("entity".into(), rows.entity.len()),
+        ("contains".into(), rows.contains.len()),
+        ("calls".into(), rows.calls.len()),
+        ("call_site".into(), rows.call_site.len()),
+        ("imports".into(), rows.imports.len()),
+        ("inherits".into(), rows.inherits.len()),
+        ("test_of".into(), rows.test_of.len()),
+        ("index_facts".into(), encoded.len()),
+    ];
+    let json_bytes = encoded.iter().map(|(p, d)| (p.len() + d.len()) as u64).sum();
+    Ok((ph, facts, counts, json_bytes))
 }
 
 /// The steps of an incremental `index::run` after one file changed.
@@ -539,13 +589,14 @@ fn print_report(results: &[CorpusResult]) {
     println!();
     println!("Machine: {cores} cores ({cpu}). Times: median of {} runs.", results[0].runs.first().map_or(0, |r| r.full_s.len()));
     println!();
-    println!("| corpus | files | lines | entities | edges | threads | parse-only s | full index s | full / parse | peak RSS full MiB | index MiB |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| corpus | files | lines | entities | edges | threads | parse-only s | full index s | full / parse | CPU-s parse / full (ratio) | peak RSS full MiB | index MiB |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in results {
         for t in &r.runs {
             let (p, f) = (median(&t.parse_s), median(&t.full_s));
+            let (pc, fc) = (median(&t.parse_cpu), median(&t.full_cpu));
             println!(
-                "| {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2}x | {} | {:.1} |",
+                "| {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2}x | {:.2} / {:.2} ({:.2}x) | {} | {:.1} |",
                 r.name,
                 r.files_indexed,
                 r.lines,
@@ -555,6 +606,9 @@ fn print_report(results: &[CorpusResult]) {
                 p,
                 f,
                 f / p,
+                pc,
+                fc,
+                fc / pc,
                 mib(t.full_peak_kb),
                 r.index_bytes as f64 / 1048576.0
             );
@@ -597,12 +651,14 @@ fn print_report(results: &[CorpusResult]) {
         );
         for t in &r.runs {
             println!(
-                "- {} threads: parse-only {} s ({} files, peak RSS {} MiB); full index {} s",
+                "- {} threads: parse-only {} s (CPU {} s; {} files, peak RSS {} MiB); full index {} s (CPU {} s)",
                 t.threads,
                 all_runs(&t.parse_s),
+                all_runs(&t.parse_cpu),
                 t.parse_files,
                 mib(t.parse_peak_kb),
-                all_runs(&t.full_s)
+                all_runs(&t.full_s),
+                all_runs(&t.full_cpu)
             );
         }
         println!(
@@ -611,6 +667,13 @@ fn print_report(results: &[CorpusResult]) {
             r.incremental_s.iter().map(|x| format!("{x:.3}")).collect::<Vec<_>>().join(" / "),
             r.unchanged_s.iter().map(|x| format!("{x:.3}")).collect::<Vec<_>>().join(" / ")
         );
+        println!(
+            "- rows: {}; stored facts JSON {:.1} MiB; index on disk {:.1} MiB",
+            r.rows.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "),
+            r.facts_json_bytes as f64 / 1048576.0,
+            r.index_bytes as f64 / 1048576.0
+        );
+        println!("- load average (1/5/15 min) at start / end: {}", r.loadavg.join(" / "));
         for n in &r.incremental_notes {
             println!("- NOTE: {n}");
         }

@@ -11,3 +11,4 @@ pub mod index;
 pub mod lang;
 pub mod resolve;
 pub mod store;
+pub mod sandbox;

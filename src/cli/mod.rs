@@ -5,6 +5,7 @@
 mod graph;
 mod index;
 mod query;
+pub mod sandbox;
 mod schema;
 mod table;
 
@@ -24,6 +25,8 @@ pub enum Command {
     Query(query::QueryArgs),
     Schema(schema::SchemaArgs),
     Graph(graph::GraphArgs),
+    /// Environment images and one-off commands in the sandbox.
+    Sandbox(sandbox::SandboxArgs),
 }
 
 /// Run the CLI and return the process exit code. Errors are printed as one line
@@ -36,6 +39,7 @@ pub fn main() -> i32 {
         Command::Query(a) => query::run(a),
         Command::Schema(a) => schema::run(a),
         Command::Graph(a) => graph::run(a),
+        Command::Sandbox(args) => sandbox::run(args),
     };
     match result {
         Ok(()) => 0,

@@ -4,3 +4,4 @@ mod cli;
 mod common;
 mod fixtures;
 mod index;
+mod sandbox;
