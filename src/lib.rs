@@ -9,6 +9,8 @@ pub mod extract;
 pub mod graph;
 pub mod index;
 pub mod lang;
+pub mod mcp;
 pub mod resolve;
 pub mod store;
 pub mod sandbox;
+pub mod tools;

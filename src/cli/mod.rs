@@ -7,7 +7,9 @@ mod index;
 mod query;
 pub mod sandbox;
 mod schema;
+mod serve;
 mod table;
+mod tool;
 
 use clap::{Parser, Subcommand};
 
@@ -27,6 +29,10 @@ pub enum Command {
     Graph(graph::GraphArgs),
     /// Environment images and one-off commands in the sandbox.
     Sandbox(sandbox::SandboxArgs),
+    /// Run one agent tool and print its JSON output.
+    Tool(tool::ToolArgs),
+    /// The MCP server over stdio: the agent tools on an indexed repository.
+    Serve(serve::ServeArgs),
 }
 
 /// Run the CLI and return the process exit code. Errors are printed as one line
@@ -40,6 +46,8 @@ pub fn main() -> i32 {
         Command::Schema(a) => schema::run(a),
         Command::Graph(a) => graph::run(a),
         Command::Sandbox(args) => sandbox::run(args),
+        Command::Tool(a) => tool::run(a),
+        Command::Serve(a) => serve::run(a),
     };
     match result {
         Ok(()) => 0,

@@ -17,7 +17,8 @@ fn default_timeout() -> u64 {
 }
 
 /// `run_command`: a shell line in the repository copy.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RunCommandArgs {
     pub command: String,
     /// Directory relative to the repository root.
@@ -35,7 +36,8 @@ pub async fn run_command(sb: &dyn Sandbox, args: &RunCommandArgs) -> Result<Exec
 }
 
 /// `run_python`: a snippet run with the repository importable (on `PYTHONPATH`, run from its root).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RunPythonArgs {
     pub code: String,
     #[serde(default = "default_timeout")]
@@ -56,7 +58,8 @@ pub async fn run_python(sb: &dyn Sandbox, args: &RunPythonArgs) -> Result<ExecOu
 }
 
 /// `run_test`: one test file (or one test in it) with the repository's own framework.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RunTestArgs {
     /// The test file, relative to the repository root.
     pub file: String,

@@ -1,0 +1,118 @@
+//! The MCP server (`reproagent serve`): lists and runs the tools of [`crate::tools`] over
+//! stdio, through the `rmcp` crate. Only this module knows JSON-RPC and MCP.
+//!
+//! A tool error (unknown tool, bad arguments, a refused path, a bad regex, a missing or
+//! stale index) is a tool result with `isError: true` and the error's JSON as its
+//! content; the server keeps serving. Tools run on the blocking pool, so a slow walk
+//! does not stall the transport.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool as McpTool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::Value;
+use thiserror::Error;
+
+use crate::tools::{Registry, ToolContext, ToolOutput};
+
+#[derive(Debug, Error)]
+pub enum McpError {
+    /// The client never completed `initialize`, or the transport failed.
+    #[error("MCP session failed to start: {0}")]
+    Start(String),
+    #[error("MCP session ended abnormally: {0}")]
+    Join(String),
+    #[error("tokio runtime: {0}")]
+    Runtime(String),
+}
+
+/// The server: the tools and the session context they share.
+#[derive(Clone)]
+pub struct Server {
+    registry: Arc<Registry>,
+    ctx: Arc<ToolContext>,
+    tools: Arc<Vec<McpTool>>,
+}
+
+impl Server {
+    pub fn new(registry: Registry, ctx: ToolContext) -> Self {
+        let tools = registry
+            .tools()
+            .map(|t| {
+                let schema: JsonObject = match t.schema() {
+                    Value::Object(o) => o,
+                    _ => JsonObject::new(),
+                };
+                McpTool::new(t.name(), t.description(), Arc::new(schema))
+            })
+            .collect();
+        Server { registry: Arc::new(registry), ctx: Arc::new(ctx), tools: Arc::new(tools) }
+    }
+}
+
+fn to_result(out: ToolOutput) -> CallToolResult {
+    let text = serde_json::to_string_pretty(&out.value).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    let content = vec![ContentBlock::text(text)];
+    if out.is_error {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
+    }
+}
+
+impl ServerHandler for Server {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("reproagent", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Retrieval tools over one indexed repository: ls, find, grep, read_file (paths relative to the \
+                 repository root), the code graph (find_entity, class_structure, callers, callees, call_chain, \
+                 imports, tests_for) and sequential_thinking. Outputs are bounded and say how to get the rest.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
+        let (registry, ctx) = (self.registry.clone(), self.ctx.clone());
+        let out = tokio::task::spawn_blocking(move || registry.call(&ctx, &name, args)).await;
+        let out = match out {
+            Ok(o) => o,
+            Err(e) => ToolOutput::error(&crate::tools::ToolError::Other(format!("the tool failed: {e}"))),
+        };
+        Ok(to_result(out).into())
+    }
+}
+
+/// Serve MCP over this process's stdin and stdout until the client closes them.
+pub fn serve_stdio(server: Server) -> Result<(), McpError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| McpError::Runtime(e.to_string()))?;
+    rt.block_on(async move {
+        let running = server
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(|e| McpError::Start(e.to_string()))?;
+        running.waiting().await.map_err(|e| McpError::Join(e.to_string()))?;
+        Ok(())
+    })
+}

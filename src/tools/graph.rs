@@ -1,0 +1,362 @@
+//! Graph retrieval over the indexed code knowledge graph: `find_entity`,
+//! `class_structure`, `callers`, `callees`, `call_chain`, `imports`, `tests_for`.
+//! Thin typed wrappers over [`crate::graph`]; a name that matches nothing answers with
+//! the nearest names, an ambiguous one with its candidates.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{page, Page, ToolContext, ToolError, TypedTool};
+use crate::graph::{self as g, ClassInfo, Edge, EntityInfo, ImportRow};
+
+// ---------------------------------------------------------------- find_entity
+
+pub struct FindEntity;
+
+/// Look entities up by id, name or qualified name.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FindEntityArgs {
+    /// An id (`path:Class.method`), a name (`apply_discount`) or a qualified-name suffix
+    /// (`Order.total`); also matched as a case-insensitive substring of names.
+    pub name: String,
+    /// Only this kind: module, class, interface, enum, function, method, field.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// At most this many (default 20, at most 200).
+    #[serde(default = "twenty")]
+    pub limit: usize,
+}
+
+fn twenty() -> usize {
+    20
+}
+
+#[derive(Debug, Serialize)]
+pub struct FindEntityOutput {
+    pub name: String,
+    /// `exact` (id, name, qualified-name suffix or substring matches) or `fuzzy` (nothing
+    /// matched: the nearest names by edit distance).
+    pub matched: &'static str,
+    pub entities: Vec<EntityInfo>,
+    pub truncated: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl TypedTool for FindEntity {
+    const NAME: &'static str = "find_entity";
+    const DESCRIPTION: &'static str = "Find code entities (modules, classes, functions, methods, fields) by id, name, qualified-name suffix or substring; when nothing matches, the nearest names by edit distance. Gives each entity's id, kind, file and line range. Bounded: 20 by default.";
+    type Args = FindEntityArgs;
+    type Output = FindEntityOutput;
+
+    fn run(&self, ctx: &ToolContext, a: FindEntityArgs) -> Result<FindEntityOutput, ToolError> {
+        let store = ctx.store()?;
+        let limit = a.limit.clamp(1, 200);
+        let mut hits = g::find(&store, &a.name, a.kind.as_deref(), limit + 1)?;
+        if !hits.is_empty() {
+            let truncated = hits.len() > limit;
+            hits.truncate(limit);
+            let note = truncated.then(|| format!("showing the first {limit} matches; pass kind, a longer name or limit to narrow or widen"));
+            return Ok(FindEntityOutput { name: a.name, matched: "exact", entities: hits, truncated, note });
+        }
+        let mut near = Vec::new();
+        for id in g::nearest(&store, &a.name, 50)? {
+            if let Some(e) = g::entity(&store, &id)? {
+                if a.kind.as_deref().is_none_or(|k| e.kind == k) {
+                    near.push(e);
+                }
+            }
+        }
+        near.truncate(limit.min(10));
+        let note = Some(if near.is_empty() {
+            format!("no entity matches '{}' and none has a close name", a.name)
+        } else {
+            format!("no entity matches '{}'; these are the nearest names", a.name)
+        });
+        Ok(FindEntityOutput { name: a.name, matched: "fuzzy", entities: near, truncated: false, note })
+    }
+}
+
+// ---------------------------------------------------------------- class_structure
+
+pub struct ClassStructure;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EntityArgs {
+    /// An entity id (`path:Class`), a name or a qualified name.
+    pub name: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ClassStructureOutput {
+    #[serde(flatten)]
+    pub info: ClassInfo,
+    pub truncated: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// Members listed per class, at most.
+const CLASS_MEMBERS: usize = 200;
+
+impl TypedTool for ClassStructure {
+    const NAME: &'static str = "class_structure";
+    const DESCRIPTION: &'static str = "A class, interface or enum: its direct bases (as written, and resolved), resolved ancestors, subclasses, methods, fields, and which methods override an ancestor's. Bounded: 200 methods and 200 fields.";
+    type Args = EntityArgs;
+    type Output = ClassStructureOutput;
+
+    fn run(&self, ctx: &ToolContext, a: EntityArgs) -> Result<ClassStructureOutput, ToolError> {
+        let store = ctx.store()?;
+        let id = g::resolve_entity(&store, &a.name)?;
+        let mut info = g::class(&store, &id)?;
+        if !matches!(info.class.kind.as_str(), "class" | "interface" | "enum") {
+            return Err(ToolError::Other(format!(
+                "'{}' is a {}, not a class; class_structure takes a class, interface or enum",
+                id, info.class.kind
+            )));
+        }
+        let (m, f) = (info.methods.len(), info.fields.len());
+        let truncated = m > CLASS_MEMBERS || f > CLASS_MEMBERS;
+        info.methods.truncate(CLASS_MEMBERS);
+        info.fields.truncate(CLASS_MEMBERS);
+        let note = truncated.then(|| format!("{m} methods and {f} fields, showing the first {CLASS_MEMBERS} of each; read_file the class for the rest"));
+        Ok(ClassStructureOutput { info, truncated, note })
+    }
+}
+
+// ---------------------------------------------------------------- callers / callees
+
+pub struct Callers;
+pub struct Callees;
+
+/// A call-graph walk from one entity.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WalkArgs {
+    /// An entity id (`path:Class.method`), a name or a qualified name.
+    pub name: String,
+    /// How many calls away to go (default 1, at most 5).
+    #[serde(default = "one")]
+    pub depth: usize,
+    /// Follow only edges at least this sure (0..1): 0.5 leaves out bare-name guesses.
+    #[serde(default)]
+    pub min_confidence: f64,
+    #[serde(default)]
+    pub offset: usize,
+    /// At most this many edges (default 100, at most 500).
+    #[serde(default = "hundred")]
+    pub limit: usize,
+}
+
+fn one() -> usize {
+    1
+}
+fn hundred() -> usize {
+    100
+}
+
+#[derive(Debug, Serialize)]
+pub struct WalkOutput {
+    pub entity: String,
+    pub depth: usize,
+    /// Each edge with `how` it was resolved (local, import, self, inherited, name) and its
+    /// confidence, nearest first.
+    pub edges: Vec<Edge>,
+    #[serde(flatten)]
+    pub page: Page,
+}
+
+const MAX_WALK_DEPTH: usize = 5;
+
+fn walk(ctx: &ToolContext, a: WalkArgs, up: bool) -> Result<WalkOutput, ToolError> {
+    let store = ctx.store()?;
+    let id = g::resolve_entity(&store, &a.name)?;
+    let depth = a.depth.clamp(1, MAX_WALK_DEPTH);
+    let min = a.min_confidence.clamp(0.0, 1.0);
+    let edges = if up { g::callers(&store, &id, depth, min)? } else { g::callees(&store, &id, depth, min)? };
+    let (edges, page) = page(edges, a.offset, a.limit.clamp(1, 500), "edges");
+    Ok(WalkOutput { entity: id, depth, edges, page })
+}
+
+impl TypedTool for Callers {
+    const NAME: &'static str = "callers";
+    const DESCRIPTION: &'static str = "Who calls an entity, transitively up to `depth` calls (at most 5): call edges with line, how each was resolved (local, import, self, inherited, or a bare-name guess) and its confidence. Bounded: 100 edges by default, with offset for more.";
+    type Args = WalkArgs;
+    type Output = WalkOutput;
+
+    fn run(&self, ctx: &ToolContext, a: WalkArgs) -> Result<WalkOutput, ToolError> {
+        walk(ctx, a, true)
+    }
+}
+
+impl TypedTool for Callees {
+    const NAME: &'static str = "callees";
+    const DESCRIPTION: &'static str = "What an entity calls, transitively up to `depth` calls (at most 5): call edges with line, how each was resolved and its confidence. Calls to code outside the repository are not edges. Bounded: 100 edges by default, with offset for more.";
+    type Args = WalkArgs;
+    type Output = WalkOutput;
+
+    fn run(&self, ctx: &ToolContext, a: WalkArgs) -> Result<WalkOutput, ToolError> {
+        walk(ctx, a, false)
+    }
+}
+
+// ---------------------------------------------------------------- call_chain
+
+pub struct CallChain;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CallChainArgs {
+    /// Where the chain starts (an id, a name or a qualified name).
+    pub from: String,
+    /// Where it ends.
+    pub to: String,
+    /// At most this many calls in a chain (default 5, at most 8).
+    #[serde(default = "five")]
+    pub max_depth: usize,
+    /// At most this many chains, shortest first (default 10, at most 50).
+    #[serde(default = "ten")]
+    pub limit: usize,
+    /// Follow only edges at least this sure (0..1).
+    #[serde(default)]
+    pub min_confidence: f64,
+}
+
+fn five() -> usize {
+    5
+}
+fn ten() -> usize {
+    10
+}
+
+#[derive(Debug, Serialize)]
+pub struct CallChainOutput {
+    pub from: String,
+    pub to: String,
+    pub chains: Vec<Vec<Edge>>,
+    pub truncated: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl TypedTool for CallChain {
+    const NAME: &'static str = "call_chain";
+    const DESCRIPTION: &'static str = "Call chains from one entity to another, shortest first: each chain is its list of call edges (with line, how and confidence). Bounded: chains of at most `max_depth` calls (default 5, at most 8), at most `limit` chains (default 10).";
+    type Args = CallChainArgs;
+    type Output = CallChainOutput;
+
+    fn run(&self, ctx: &ToolContext, a: CallChainArgs) -> Result<CallChainOutput, ToolError> {
+        let store = ctx.store()?;
+        let from = g::resolve_entity(&store, &a.from)?;
+        let to = g::resolve_entity(&store, &a.to)?;
+        let depth = a.max_depth.clamp(1, 8);
+        let limit = a.limit.clamp(1, 50);
+        let min = a.min_confidence.clamp(0.0, 1.0);
+        let mut chains = g::paths(&store, &from, &to, depth, min, limit + 1)?;
+        let truncated = chains.len() > limit;
+        chains.truncate(limit);
+        let note = if truncated {
+            Some(format!("showing the {limit} shortest chains; pass a larger limit (at most 50) for more"))
+        } else if chains.is_empty() {
+            Some(format!("no chain of at most {depth} calls from {from} to {to}; try a larger max_depth, or callers of {to}"))
+        } else {
+            None
+        };
+        Ok(CallChainOutput { from, to, chains, truncated, note })
+    }
+}
+
+// ---------------------------------------------------------------- imports
+
+pub struct Imports;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ImportsArgs {
+    /// A source file, relative to the repository root.
+    pub path: String,
+    #[serde(default)]
+    pub offset: usize,
+    /// At most this many rows of each list (default 100, at most 500).
+    #[serde(default = "hundred")]
+    pub limit: usize,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ImportsOutput {
+    pub file: String,
+    /// What the file imports: module as written, name, alias and the resolved target
+    /// (an entity id or a file), empty when outside the repository.
+    pub imports: Vec<ImportRow>,
+    /// Who imports the file or anything defined in it.
+    pub imported_by: Vec<ImportRow>,
+    pub imports_page: Page,
+    pub imported_by_page: Page,
+}
+
+impl TypedTool for Imports {
+    const NAME: &'static str = "imports";
+    const DESCRIPTION: &'static str = "What a source file imports (module, name, alias, and the entity or file each resolves to in the repository) and who imports it or anything defined in it. Bounded: 100 rows of each by default, with offset for more.";
+    type Args = ImportsArgs;
+    type Output = ImportsOutput;
+
+    fn run(&self, ctx: &ToolContext, a: ImportsArgs) -> Result<ImportsOutput, ToolError> {
+        let abs = ctx.resolve_path(&a.path)?;
+        let file = ctx.rel(&abs);
+        let store = ctx.store()?;
+        let info = g::imports(&store, &file).map_err(|e| match ToolError::from(e) {
+            ToolError::NotFound { name, nearest, .. } => ToolError::NotFound { what: "indexed source file", name, nearest },
+            other => other,
+        })?;
+        let limit = a.limit.clamp(1, 500);
+        let (imports, imports_page) = page(info.imports, a.offset, limit, "imports");
+        let (imported_by, imported_by_page) = page(info.imported_by, a.offset, limit, "importers");
+        Ok(ImportsOutput { file: info.file, imports, imported_by, imports_page, imported_by_page })
+    }
+}
+
+// ---------------------------------------------------------------- tests_for
+
+pub struct TestsFor;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TestsForArgs {
+    /// An entity id, a name or a qualified name.
+    pub name: String,
+    #[serde(default)]
+    pub offset: usize,
+    /// At most this many tests (default 50, at most 500).
+    #[serde(default = "fifty")]
+    pub limit: usize,
+}
+
+fn fifty() -> usize {
+    50
+}
+
+#[derive(Debug, Serialize)]
+pub struct TestsForOutput {
+    pub entity: String,
+    /// Test ids that reach the entity through at most 3 calls of confidence at least 0.5.
+    pub tests: Vec<String>,
+    #[serde(flatten)]
+    pub page: Page,
+}
+
+impl TypedTool for TestsFor {
+    const NAME: &'static str = "tests_for";
+    const DESCRIPTION: &'static str = "The existing tests that reach an entity (through at most 3 calls of confidence at least 0.5): where to look for the repository's test style and fixtures. Bounded: 50 by default, with offset for more.";
+    type Args = TestsForArgs;
+    type Output = TestsForOutput;
+
+    fn run(&self, ctx: &ToolContext, a: TestsForArgs) -> Result<TestsForOutput, ToolError> {
+        let store = ctx.store()?;
+        let id = g::resolve_entity(&store, &a.name)?;
+        let tests = g::tests_for(&store, &id)?;
+        let (tests, page) = page(tests, a.offset, a.limit.clamp(1, 500), "tests");
+        Ok(TestsForOutput { entity: id, tests, page })
+    }
+}

@@ -1,0 +1,402 @@
+//! The agent tools of the paper's Table 1: each one typed struct with its name, its
+//! arguments (a serde + `schemars` type, so its JSON schema is derived), and its output (a
+//! serde type). The CLI (`reproagent tool`), the MCP server (`reproagent serve`) and the
+//! agent loop all call them through [`Registry::call`]: one implementation, three surfaces.
+//!
+//! Every tool error is a value in the result (`{"error": ..., "hint": ...}`), never a
+//! panic; every output is bounded and says when it was truncated and how to get the rest.
+//! Every path is relative to the repository root and checked to stay inside it.
+
+pub mod fs;
+pub mod graph;
+mod paths;
+pub mod runtime;
+pub mod thinking;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{json, Value};
+use thiserror::Error;
+
+use crate::graph::GraphError;
+use crate::sandbox::SandboxError;
+use crate::store::{Store, StoreError};
+
+pub use paths::Freshness;
+
+/// What went wrong in a tool call. Each variant says what the caller can do in [`ToolError::hint`].
+#[derive(Debug, Error)]
+pub enum ToolError {
+    /// No tool by that name: the nearest names are given.
+    #[error("unknown tool '{name}'{}", list_text("nearest", .nearest))]
+    UnknownTool { name: String, nearest: Vec<String> },
+    /// The arguments do not fit the tool's schema.
+    #[error("bad arguments for {tool}: {message}")]
+    BadArgs { tool: String, message: String },
+    /// A path that leaves the repository (`..`, an absolute path elsewhere, a symlink out).
+    #[error("refused: '{0}' is outside the repository")]
+    OutsideRepo(String),
+    /// A path or entity that does not exist: the nearest names are given.
+    #[error("no {what} '{name}'{}", list_text("nearest", .nearest))]
+    NotFound { what: &'static str, name: String, nearest: Vec<String> },
+    /// A name that several entities carry.
+    #[error("'{name}' is ambiguous{}", list_text("candidates", .candidates))]
+    Ambiguous { name: String, candidates: Vec<String> },
+    /// A regular expression or glob that does not compile.
+    #[error("bad pattern '{pattern}': {message}")]
+    BadPattern { pattern: String, message: String },
+    /// Not text: a binary file cannot be read as lines.
+    #[error("'{0}' is a binary file")]
+    Binary(String),
+    /// The graph index is missing, foreign or of another version.
+    #[error(transparent)]
+    Index(#[from] StoreError),
+    /// Files changed since the last `reproagent index`.
+    #[error("the index is stale: {} file(s) changed since it was built ({})", .total, .changed.join(", "))]
+    Stale { changed: Vec<String>, total: usize },
+    /// A runtime tool without a sandbox, or a sandbox error (a refusal carries its reason).
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    /// Runtime tools need a sandbox, which this context has none of.
+    #[error("no sandbox: runtime tools are not enabled here")]
+    NoSandbox,
+    #[error("{0}")]
+    Io(String),
+    #[error("{0}")]
+    Other(String),
+}
+
+fn list_text(label: &str, items: &[String]) -> String {
+    if items.is_empty() {
+        String::new()
+    } else {
+        format!("; {label}: {}", items.join(", "))
+    }
+}
+
+impl ToolError {
+    /// What the caller can do about it.
+    pub fn hint(&self) -> Option<String> {
+        let h: &str = match self {
+            ToolError::UnknownTool { .. } => "`tools/list` (or `reproagent tool --list`) lists the tools",
+            ToolError::BadArgs { .. } => "the tool's JSON schema (`reproagent tool --list`) gives every argument and its type",
+            ToolError::OutsideRepo(_) => "paths are relative to the repository root and must stay inside it",
+            ToolError::NotFound { what: "path", .. } => "`ls` or `find` list what exists",
+            ToolError::NotFound { .. } => "`find_entity` looks entities up by name, exactly and fuzzily",
+            ToolError::Ambiguous { .. } => "pass one of the candidate ids (path:Qualified.name)",
+            ToolError::BadPattern { .. } => "grep takes a Rust regex (escape `(`, `[`, `.` to match them literally); find takes a glob",
+            ToolError::Binary(_) => "read_file reads text files only",
+            ToolError::Index(e) => return e.hint().map(str::to_string),
+            ToolError::Stale { .. } => "run `reproagent index` in the repository (incremental: only changed files are parsed)",
+            ToolError::Sandbox(SandboxError::Refused(_)) => "rewrite the command without the refused part",
+            ToolError::Sandbox(_) => return None,
+            ToolError::NoSandbox => "start with a sandbox (`reproagent serve --sandbox local|docker`)",
+            ToolError::Io(_) | ToolError::Other(_) => return None,
+        };
+        Some(h.to_string())
+    }
+
+    /// The error as the tool result: `{"error": ..., "hint": ..., "nearest"/"candidates": [...]}`.
+    pub fn to_value(&self) -> Value {
+        let mut v = json!({ "error": self.to_string() });
+        if let Some(h) = self.hint() {
+            v["hint"] = json!(h);
+        }
+        match self {
+            ToolError::UnknownTool { nearest, .. } | ToolError::NotFound { nearest, .. } => v["nearest"] = json!(nearest),
+            ToolError::Ambiguous { candidates, .. } => v["candidates"] = json!(candidates),
+            ToolError::Stale { changed, .. } => v["changed"] = json!(changed),
+            _ => {}
+        }
+        v
+    }
+}
+
+impl From<GraphError> for ToolError {
+    fn from(e: GraphError) -> Self {
+        match e {
+            GraphError::Store(s) => ToolError::Index(s),
+            GraphError::NotFound { name, nearest } => ToolError::NotFound { what: "entity", name, nearest },
+            GraphError::Ambiguous { name, candidates } => ToolError::Ambiguous { name, candidates },
+        }
+    }
+}
+
+/// What a tool call gives back: a JSON value, and whether it is an error.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    pub value: Value,
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    pub fn error(e: &ToolError) -> Self {
+        ToolOutput { value: e.to_value(), is_error: true }
+    }
+}
+
+/// A tool as the registry sees it: name, description, JSON schema of its arguments, call.
+pub trait Tool: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn description(&self) -> &'static str;
+    /// The JSON schema of the arguments (an object schema).
+    fn schema(&self) -> Value;
+    fn call(&self, ctx: &ToolContext, args: Value) -> ToolOutput;
+}
+
+/// A tool written against typed arguments and output; [`Tool`] comes with it.
+pub trait TypedTool: Send + Sync {
+    const NAME: &'static str;
+    const DESCRIPTION: &'static str;
+    type Args: DeserializeOwned + JsonSchema;
+    type Output: Serialize;
+    fn run(&self, ctx: &ToolContext, args: Self::Args) -> Result<Self::Output, ToolError>;
+}
+
+impl<T: TypedTool> Tool for T {
+    fn name(&self) -> &'static str {
+        T::NAME
+    }
+    fn description(&self) -> &'static str {
+        T::DESCRIPTION
+    }
+    fn schema(&self) -> Value {
+        let mut v = serde_json::to_value(schemars::schema_for!(T::Args)).unwrap_or_else(|_| json!({"type": "object"}));
+        if let Some(o) = v.as_object_mut() {
+            o.remove("$schema");
+            o.remove("title");
+        }
+        v
+    }
+    fn call(&self, ctx: &ToolContext, args: Value) -> ToolOutput {
+        let args = if args.is_null() { json!({}) } else { args };
+        let parsed: T::Args = match check_types(&self.schema(), &args).and_then(|()| {
+            serde_json::from_value(args).map_err(|e| e.to_string())
+        }) {
+            Ok(a) => a,
+            Err(message) => return ToolOutput::error(&ToolError::BadArgs { tool: T::NAME.to_string(), message }),
+        };
+        match self.run(ctx, parsed).and_then(|o| serde_json::to_value(o).map_err(|e| ToolError::Other(e.to_string()))) {
+            Ok(value) => ToolOutput { value, is_error: false },
+            Err(e) => ToolOutput::error(&e),
+        }
+    }
+}
+
+/// serde says "invalid type: string, expected usize" without the field; name it.
+fn check_types(schema: &Value, args: &Value) -> Result<(), String> {
+    let Some(obj) = args.as_object() else {
+        return Err(format!("arguments must be a JSON object, got {}", type_name(args)));
+    };
+    let props = schema.get("properties").and_then(Value::as_object);
+    for (k, v) in obj {
+        let Some(p) = props.and_then(|p| p.get(k)) else { continue };
+        let types: Vec<&str> = match p.get("type") {
+            Some(Value::String(t)) => vec![t.as_str()],
+            Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+            _ => continue,
+        };
+        let actual = type_name(v);
+        let ok = types.iter().any(|t| *t == actual || (*t == "number" && actual == "integer"));
+        if !ok {
+            return Err(format!("argument `{k}` must be {}, got {actual}", types.join(" or ")));
+        }
+    }
+    Ok(())
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// What the tools share in one session: the repository root, the graph index (opened on
+/// first use, reopened when `reproagent index` replaced it), the freshness record, the
+/// session's thought record and, when runtime tools are on, the sandbox.
+pub struct ToolContext {
+    root: PathBuf,
+    store: Mutex<Option<(Arc<Store>, paths::DbStamp)>>,
+    freshness: Mutex<Freshness>,
+    pub(crate) thoughts: Mutex<thinking::ThoughtRecord>,
+    pub(crate) runtime: Option<runtime::RuntimeContext>,
+}
+
+impl ToolContext {
+    /// A context on the repository at `root` (which must exist).
+    pub fn new(root: &Path) -> Result<Self, ToolError> {
+        let root = root
+            .canonicalize()
+            .map_err(|e| ToolError::Io(format!("repository root {}: {e}", root.display())))?;
+        Ok(ToolContext {
+            root,
+            store: Mutex::new(None),
+            freshness: Mutex::new(Freshness::default()),
+            thoughts: Mutex::new(thinking::ThoughtRecord::default()),
+            runtime: None,
+        })
+    }
+
+    /// Enable the runtime tools on this sandbox.
+    pub fn with_runtime(mut self, rt: runtime::RuntimeContext) -> Self {
+        self.runtime = Some(rt);
+        self
+    }
+
+    /// The canonical repository root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The graph index, opened on first use; refused when missing or stale.
+    pub fn store(&self) -> Result<Arc<Store>, ToolError> {
+        let db = crate::store::db_path(&self.root);
+        let stamp = paths::DbStamp::of(&db);
+        let store = {
+            let mut guard = self.store.lock().map_err(|_| ToolError::Other("store lock poisoned".into()))?;
+            match guard.as_ref() {
+                Some((s, st)) if Some(st) == stamp.as_ref() => s.clone(),
+                _ => {
+                    let s = Arc::new(crate::store::open(&db)?);
+                    if let Some(st) = stamp {
+                        *guard = Some((s.clone(), st));
+                    }
+                    s
+                }
+            }
+        };
+        let mut fresh = self.freshness.lock().map_err(|_| ToolError::Other("freshness lock poisoned".into()))?;
+        fresh.check(&self.root, &store)?;
+        Ok(store)
+    }
+
+    /// A path argument, checked: inside the root (symlinks resolved) and existing.
+    pub fn resolve_path(&self, rel: &str) -> Result<PathBuf, ToolError> {
+        paths::resolve(&self.root, rel)
+    }
+
+    /// The repository-relative form of an absolute path under the root.
+    pub fn rel(&self, abs: &Path) -> String {
+        paths::rel(&self.root, abs)
+    }
+}
+
+/// A list of tools by name.
+pub struct Registry {
+    tools: Vec<Box<dyn Tool>>,
+}
+
+/// The retrieval and reflection tools (no sandbox needed).
+pub fn all() -> Registry {
+    Registry {
+        tools: vec![
+            Box::new(thinking::SequentialThinking),
+            Box::new(fs::Ls),
+            Box::new(fs::Find),
+            Box::new(fs::Grep),
+            Box::new(fs::ReadFile),
+            Box::new(graph::FindEntity),
+            Box::new(graph::ClassStructure),
+            Box::new(graph::Callers),
+            Box::new(graph::Callees),
+            Box::new(graph::CallChain),
+            Box::new(graph::Imports),
+            Box::new(graph::TestsFor),
+        ],
+    }
+}
+
+/// [`all`] plus the runtime tools (`run_command`, `run_python`, `run_test`), which need a
+/// context made [`ToolContext::with_runtime`].
+pub fn with_runtime() -> Registry {
+    let mut r = all();
+    r.tools.push(Box::new(runtime::RunCommand));
+    r.tools.push(Box::new(runtime::RunPython));
+    r.tools.push(Box::new(runtime::RunTest));
+    r
+}
+
+impl Registry {
+    pub fn tools(&self) -> impl Iterator<Item = &dyn Tool> {
+        self.tools.iter().map(|t| t.as_ref())
+    }
+
+    pub fn get(&self, name: &str) -> Option<&dyn Tool> {
+        self.tools().find(|t| t.name() == name)
+    }
+
+    /// Run the tool `name`; an unknown name answers with the nearest tool names.
+    pub fn call(&self, ctx: &ToolContext, name: &str, args: Value) -> ToolOutput {
+        match self.get(name) {
+            Some(t) => t.call(ctx, args),
+            None => {
+                let mut scored: Vec<(usize, &str)> =
+                    self.tools().map(|t| (strsim_distance(name, t.name()), t.name())).collect();
+                scored.sort();
+                let nearest = scored
+                    .iter()
+                    .filter(|(d, n)| *d <= name.len().max(4) / 2 + 1 || n.contains(name) || name.contains(n))
+                    .take(3)
+                    .map(|(_, n)| n.to_string())
+                    .collect();
+                ToolOutput::error(&ToolError::UnknownTool { name: name.to_string(), nearest })
+            }
+        }
+    }
+
+    /// Name, description and schema of each tool, as JSON.
+    pub fn describe(&self) -> Value {
+        Value::Array(
+            self.tools()
+                .map(|t| json!({"name": t.name(), "description": t.description(), "input_schema": t.schema()}))
+                .collect(),
+        )
+    }
+}
+
+pub(crate) fn strsim_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j + 1] + 1).min(cur[j] + 1).min(prev[j] + usize::from(ca != *cb));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// Bounds on a list: `offset` and `limit`, with the note that tells how to get the rest.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Page {
+    /// How many there are in all (or at least, when counting stopped: see `note`).
+    pub total: usize,
+    pub offset: usize,
+    pub shown: usize,
+    pub truncated: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// Keep `limit` items from `offset`, and say what was left out.
+pub(crate) fn page<T>(items: Vec<T>, offset: usize, limit: usize, what: &str) -> (Vec<T>, Page) {
+    let total = items.len();
+    let kept: Vec<T> = items.into_iter().skip(offset).take(limit).collect();
+    let shown = kept.len();
+    let truncated = offset + shown < total;
+    let note = truncated.then(|| {
+        format!("showing {what} {}-{} of {total}; pass offset={} for more", offset + 1, offset + shown, offset + shown)
+    });
+    (kept, Page { total, offset, shown, truncated, note })
+}

@@ -1,0 +1,162 @@
+//! Paths inside the repository, and whether the index still describes the tree.
+//!
+//! Every path argument is relative to the root. It is checked twice: lexically (no `..`
+//! climbing out, no absolute path elsewhere) and after resolving symlinks (the canonical
+//! path must stay under the canonical root). Nothing outside the root is ever read.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Component, Path, PathBuf};
+use std::time::SystemTime;
+
+use cozo::DataValue;
+
+use super::ToolError;
+use crate::store::Store;
+
+/// `rel` resolved under `root` (canonical), refused when it leads outside.
+pub(crate) fn resolve(root: &Path, rel: &str) -> Result<PathBuf, ToolError> {
+    let given = Path::new(rel);
+    let joined = if given.is_absolute() { given.to_path_buf() } else { root.join(given) };
+    // Lexical check first: a path that does not exist still must not name the outside.
+    let mut norm = PathBuf::new();
+    for c in joined.components() {
+        match c {
+            Component::ParentDir => {
+                if !norm.pop() {
+                    return Err(ToolError::OutsideRepo(rel.to_string()));
+                }
+            }
+            Component::CurDir => {}
+            other => norm.push(other.as_os_str()),
+        }
+    }
+    if !norm.starts_with(root) {
+        return Err(ToolError::OutsideRepo(rel.to_string()));
+    }
+    match norm.canonicalize() {
+        Ok(canon) if canon.starts_with(root) => Ok(canon),
+        Ok(_) => Err(ToolError::OutsideRepo(rel.to_string())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // A dangling symlink inside the root still must not be followed out.
+            if std::fs::symlink_metadata(&norm).is_ok() {
+                return Err(ToolError::OutsideRepo(rel.to_string()));
+            }
+            Err(ToolError::NotFound { what: "path", name: rel.to_string(), nearest: nearest_paths(root, &norm) })
+        }
+        Err(e) => Err(ToolError::Io(format!("{rel}: {e}"))),
+    }
+}
+
+/// Entries of the nearest existing parent whose names look like the missing one.
+fn nearest_paths(root: &Path, missing: &Path) -> Vec<String> {
+    let want = missing.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
+    let mut dir = missing.parent();
+    while let Some(d) = dir {
+        if d.is_dir() && d.starts_with(root) {
+            break;
+        }
+        dir = d.parent();
+    }
+    let Some(dir) = dir.filter(|d| d.starts_with(root)) else { return Vec::new() };
+    let Ok(rd) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut scored: Vec<(usize, String)> = rd
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name() != ".git" && e.file_name() != ".reproagent")
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().to_lowercase();
+            (super::strsim_distance(&want, &name), rel(root, &e.path()))
+        })
+        .filter(|(d, _)| *d <= want.len().max(4) / 2 + 1)
+        .collect();
+    scored.sort();
+    scored.into_iter().take(5).map(|(_, p)| p).collect()
+}
+
+/// `abs` relative to `root`, with `/` separators; the root itself is `.`.
+pub(crate) fn rel(root: &Path, abs: &Path) -> String {
+    let r = abs.strip_prefix(root).unwrap_or(abs);
+    let parts: Vec<String> = r.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+    if parts.is_empty() {
+        ".".into()
+    } else {
+        parts.join("/")
+    }
+}
+
+/// Identity of the database file: `index` replaces it by rename, which changes this.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct DbStamp {
+    modified: Option<SystemTime>,
+    len: u64,
+    #[cfg(unix)]
+    ino: u64,
+}
+
+impl DbStamp {
+    pub(crate) fn of(path: &Path) -> Option<DbStamp> {
+        let m = std::fs::metadata(path).ok()?;
+        Some(DbStamp {
+            modified: m.modified().ok(),
+            len: m.len(),
+            #[cfg(unix)]
+            ino: std::os::unix::fs::MetadataExt::ino(&m),
+        })
+    }
+}
+
+/// Does the index still describe the tree? The stored content hash of every indexed file
+/// against the file on disk (hashed again only when its size or mtime changed), and the
+/// source files the index does not know.
+#[derive(Default)]
+pub struct Freshness {
+    seen: HashMap<PathBuf, (Option<SystemTime>, u64, String)>,
+}
+
+impl Freshness {
+    pub(crate) fn check(&mut self, root: &Path, store: &Store) -> Result<(), ToolError> {
+        let r = store.query("?[path, hash] := *file{path, hash}", BTreeMap::new())?;
+        let stored: BTreeMap<String, String> = r
+            .rows
+            .iter()
+            .map(|row| (row[0].get_str().unwrap_or("").to_string(), str_of(&row[1])))
+            .collect();
+        let mut changed = Vec::new();
+        for (path, hash) in &stored {
+            match self.hash_of(&root.join(path)) {
+                Some(h) if h == *hash => {}
+                Some(_) => changed.push(format!("{path} (modified)")),
+                None => changed.push(format!("{path} (deleted)")),
+            }
+        }
+        let (files, _) = crate::index::walk(root, false);
+        for f in files {
+            if !stored.contains_key(&f.rel) {
+                changed.push(format!("{} (new)", f.rel));
+            }
+        }
+        if changed.is_empty() {
+            return Ok(());
+        }
+        let total = changed.len();
+        changed.truncate(10);
+        Err(ToolError::Stale { changed, total })
+    }
+
+    fn hash_of(&mut self, path: &Path) -> Option<String> {
+        let m = std::fs::metadata(path).ok()?;
+        let key = (m.modified().ok(), m.len());
+        if let Some((t, l, h)) = self.seen.get(path) {
+            if (*t, *l) == key {
+                return Some(h.clone());
+            }
+        }
+        let bytes = std::fs::read(path).ok()?;
+        let h = crate::extract::content_hash(&bytes);
+        self.seen.insert(path.to_path_buf(), (key.0, key.1, h.clone()));
+        Some(h)
+    }
+}
+
+fn str_of(v: &DataValue) -> String {
+    v.get_str().unwrap_or("").to_string()
+}
