@@ -165,7 +165,7 @@ impl TypedTool for Find {
         let glob = globset::GlobBuilder::new(&a.pattern)
             .literal_separator(false)
             .build()
-            .map_err(|e| ToolError::BadPattern { pattern: a.pattern.clone(), message: e.kind().to_string() })?
+            .map_err(|e| ToolError::BadPattern { kind: "glob", pattern: a.pattern.clone(), message: e.kind().to_string() })?
             .compile_matcher();
         let mut files = Vec::new();
         for e in walker(&dir, false, None).filter_map(Result::ok) {
@@ -314,11 +314,11 @@ impl TypedTool for Grep {
         let matcher = RegexMatcherBuilder::new()
             .case_insensitive(a.case_insensitive)
             .build(&a.pattern)
-            .map_err(|e| ToolError::BadPattern { pattern: a.pattern.clone(), message: e.to_string() })?;
+            .map_err(|e| ToolError::BadPattern { kind: "regex", pattern: a.pattern.clone(), message: e.to_string() })?;
         let glob = match &a.glob {
             Some(g) => Some(
                 globset::Glob::new(g)
-                    .map_err(|e| ToolError::BadPattern { pattern: g.clone(), message: e.kind().to_string() })?
+                    .map_err(|e| ToolError::BadPattern { kind: "glob", pattern: g.clone(), message: e.kind().to_string() })?
                     .compile_matcher(),
             ),
             None => None,

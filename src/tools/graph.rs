@@ -91,11 +91,32 @@ pub struct EntityArgs {
 
 #[derive(Debug, Serialize)]
 pub struct ClassStructureOutput {
-    #[serde(flatten)]
-    pub info: ClassInfo,
+    pub class: EntityInfo,
+    /// Direct bases as written, with the resolved id (empty when outside the repository).
+    pub bases: Vec<Base>,
+    /// Resolved ancestors, nearest first.
+    pub ancestors: Vec<String>,
+    pub subclasses: Vec<String>,
+    pub methods: Vec<EntityInfo>,
+    pub fields: Vec<EntityInfo>,
+    pub overrides: Vec<Override>,
     pub truncated: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Base {
+    pub name: String,
+    pub id: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Override {
+    /// The method of this class...
+    pub method: String,
+    /// ...and the ancestor's method it overrides.
+    pub overrides: String,
 }
 
 /// Members listed per class, at most.
@@ -110,7 +131,7 @@ impl TypedTool for ClassStructure {
     fn run(&self, ctx: &ToolContext, a: EntityArgs) -> Result<ClassStructureOutput, ToolError> {
         let store = ctx.store()?;
         let id = g::resolve_entity(&store, &a.name)?;
-        let mut info = g::class(&store, &id)?;
+        let mut info: ClassInfo = g::class(&store, &id)?;
         if !matches!(info.class.kind.as_str(), "class" | "interface" | "enum") {
             return Err(ToolError::Other(format!(
                 "'{}' is a {}, not a class; class_structure takes a class, interface or enum",
@@ -122,7 +143,17 @@ impl TypedTool for ClassStructure {
         info.methods.truncate(CLASS_MEMBERS);
         info.fields.truncate(CLASS_MEMBERS);
         let note = truncated.then(|| format!("{m} methods and {f} fields, showing the first {CLASS_MEMBERS} of each; read_file the class for the rest"));
-        Ok(ClassStructureOutput { info, truncated, note })
+        Ok(ClassStructureOutput {
+            class: info.class,
+            bases: info.bases.into_iter().map(|(name, id)| Base { name, id }).collect(),
+            ancestors: info.ancestors,
+            subclasses: info.subclasses,
+            methods: info.methods,
+            fields: info.fields,
+            overrides: info.overrides.into_iter().map(|(method, overrides)| Override { method, overrides }).collect(),
+            truncated,
+            note,
+        })
     }
 }
 
@@ -344,6 +375,9 @@ pub struct TestsForOutput {
     pub tests: Vec<String>,
     #[serde(flatten)]
     pub page: Page,
+    /// Set when no test reaches the entity.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub none_because: Option<String>,
 }
 
 impl TypedTool for TestsFor {
@@ -356,7 +390,12 @@ impl TypedTool for TestsFor {
         let store = ctx.store()?;
         let id = g::resolve_entity(&store, &a.name)?;
         let tests = g::tests_for(&store, &id)?;
+        let none_because = tests.is_empty().then(|| {
+            "no test reaches it through calls the graph resolved with confidence >= 0.5 (calls on objects of \
+             unknown type are bare-name guesses); grep the test files for its name, or see tests_for of its callers"
+                .to_string()
+        });
         let (tests, page) = page(tests, a.offset, a.limit.clamp(1, 500), "tests");
-        Ok(TestsForOutput { entity: id, tests, page })
+        Ok(TestsForOutput { entity: id, tests, page, none_because })
     }
 }

@@ -47,8 +47,8 @@ pub enum ToolError {
     #[error("'{name}' is ambiguous{}", list_text("candidates", .candidates))]
     Ambiguous { name: String, candidates: Vec<String> },
     /// A regular expression or glob that does not compile.
-    #[error("bad pattern '{pattern}': {message}")]
-    BadPattern { pattern: String, message: String },
+    #[error("bad {kind} '{pattern}': {message}")]
+    BadPattern { kind: &'static str, pattern: String, message: String },
     /// Not text: a binary file cannot be read as lines.
     #[error("'{0}' is a binary file")]
     Binary(String),
@@ -88,7 +88,8 @@ impl ToolError {
             ToolError::NotFound { what: "path", .. } => "`ls` or `find` list what exists",
             ToolError::NotFound { .. } => "`find_entity` looks entities up by name, exactly and fuzzily",
             ToolError::Ambiguous { .. } => "pass one of the candidate ids (path:Qualified.name)",
-            ToolError::BadPattern { .. } => "grep takes a Rust regex (escape `(`, `[`, `.` to match them literally); find takes a glob",
+            ToolError::BadPattern { kind: "regex", .. } => "a Rust regex: escape `(`, `[`, `{`, `.` with `\\` to match them literally",
+            ToolError::BadPattern { .. } => "a glob: `*` any name part, `**` any directories, `?` one character, `[ab]` and `{a,b}` alternatives",
             ToolError::Binary(_) => "read_file reads text files only",
             ToolError::Index(e) => return e.hint().map(str::to_string),
             ToolError::Stale { .. } => "run `reproagent index` in the repository (incremental: only changed files are parsed)",

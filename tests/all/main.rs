@@ -4,4 +4,6 @@ mod cli;
 mod common;
 mod fixtures;
 mod index;
+mod mcp;
 mod sandbox;
+mod tools;

@@ -1,0 +1,183 @@
+//! `reproagent serve` driven as a real MCP client drives it: the binary spawned, JSON-RPC
+//! over its stdin and stdout (initialize, notifications/initialized, tools/list,
+//! tools/call), bad calls answered as `isError` results, and the server still serving.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::common::{copy_tree, fixture, index_with};
+
+struct Client {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    next_id: i64,
+}
+
+impl Client {
+    fn spawn(repo: &std::path::Path) -> Client {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_reproagent"))
+            .args(["serve", "-C"])
+            .arg(repo)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Client { child, stdin: Some(stdin), lines, next_id: 1 }
+    }
+
+    fn send(&mut self, msg: Value) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{msg}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Send a request and wait for the response with its id (notifications are skipped).
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let line = self.lines.recv_timeout(Duration::from_secs(60)).expect("the server answers within 60 s");
+            let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+            if v["id"] == json!(id) {
+                return v;
+            }
+        }
+    }
+
+    fn call(&mut self, name: &str, arguments: Value) -> Value {
+        let r = self.request("tools/call", json!({"name": name, "arguments": arguments}));
+        assert!(r.get("error").is_none(), "tools/call {name} gave a protocol error: {r}");
+        r["result"].clone()
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The JSON the tool put in its text content.
+fn payload(result: &Value) -> Value {
+    let text = result["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text content: {result}"));
+    serde_json::from_str(text).unwrap()
+}
+
+#[test]
+fn mcp_round_trip_over_stdio() {
+    let dir = copy_tree(&fixture("python/shop"));
+    index_with(dir.path(), 1, true);
+    let mut c = Client::spawn(dir.path());
+
+    let init = c.request(
+        "initialize",
+        json!({
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "reproagent-test", "version": "0"}
+        }),
+    );
+    let res = &init["result"];
+    assert_eq!(res["protocolVersion"], "2025-06-18", "{init}");
+    assert_eq!(res["serverInfo"]["name"], "reproagent", "{init}");
+    assert!(res["capabilities"]["tools"].is_object(), "{init}");
+    c.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+
+    let list = c.request("tools/list", json!({}));
+    let tools = list["result"]["tools"].as_array().unwrap_or_else(|| panic!("{list}"));
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    for want in [
+        "ls", "find", "grep", "read_file", "find_entity", "class_structure", "callers", "callees", "call_chain",
+        "imports", "tests_for", "sequential_thinking",
+    ] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+    let grep = tools.iter().find(|t| t["name"] == "grep").unwrap();
+    assert_eq!(grep["inputSchema"]["type"], "object");
+    assert_eq!(grep["inputSchema"]["required"], json!(["pattern"]));
+
+    // A good call.
+    let r = c.call("grep", json!({"pattern": "class FixedOff"}));
+    assert_eq!(r["isError"], false, "{r}");
+    let p = payload(&r);
+    assert_eq!(p["matches"][0]["path"], "core/pricing.py", "{p}");
+    let r = c.call("callers", json!({"name": "core/pricing.py:round_money"}));
+    assert_eq!(r["isError"], false, "{r}");
+    assert!(payload(&r)["edges"].as_array().is_some_and(|e| !e.is_empty()), "{r}");
+
+    // Bad calls: each an error result with a reason and a hint, none a dead server.
+    let r = c.call("grep", json!({"pattern": "def apply("}));
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(payload(&r)["error"].as_str().unwrap().starts_with("bad regex"), "{r}");
+    let r = c.call("no_such_tool", json!({}));
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(payload(&r)["error"].as_str().unwrap().contains("unknown tool"), "{r}");
+    let r = c.call("callers", json!({"name": 42}));
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(payload(&r)["error"].as_str().unwrap().contains("`name` must be string"), "{r}");
+    let r = c.call("read_file", json!({"path": "../../etc/passwd"}));
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(payload(&r)["error"].as_str().unwrap().contains("outside the repository"), "{r}");
+    let r = c.call("find_entity", json!({"name": "MembrDiscont"}));
+    assert_eq!(r["isError"], false, "{r}");
+    assert_eq!(payload(&r)["matched"], "fuzzy");
+
+    // The session keeps its thought record across calls.
+    c.call("sequential_thinking", json!({"thought": "a", "number": 1, "total": 2, "next_needed": true}));
+    let r = c.call("sequential_thinking", json!({"thought": "b", "number": 2, "total": 2, "next_needed": false, "revises": 1}));
+    assert_eq!(payload(&r)["recorded"], 2, "{r}");
+
+    // Still serving.
+    let r = c.call("read_file", json!({"path": "core/pricing.py", "start_line": 1, "end_line": 2}));
+    assert_eq!(r["isError"], false, "{r}");
+    assert_eq!(payload(&r)["end_line"], 2);
+    let again = c.request("tools/list", json!({}));
+    assert!(again["result"]["tools"].is_array(), "{again}");
+
+    // Closing stdin ends the server.
+    drop(c.stdin.take());
+    let mut waited = 0;
+    while c.child.try_wait().unwrap().is_none() && waited < 100 {
+        std::thread::sleep(Duration::from_millis(100));
+        waited += 1;
+    }
+    assert!(c.child.try_wait().unwrap().is_some(), "the server exits when its stdin closes");
+}
+
+#[test]
+fn mcp_without_an_index_still_serves() {
+    let dir = copy_tree(&fixture("python/shop"));
+    let mut c = Client::spawn(dir.path());
+    let init = c.request(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}),
+    );
+    assert!(init["result"].is_object(), "{init}");
+    c.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let r = c.call("callers", json!({"name": "round_money"}));
+    assert_eq!(r["isError"], true, "{r}");
+    let p = payload(&r);
+    assert!(p["error"].as_str().unwrap().starts_with("no index at"), "{p}");
+    assert!(p["hint"].as_str().unwrap().contains("reproagent index"), "{p}");
+    let r = c.call("ls", json!({}));
+    assert_eq!(r["isError"], false, "{r}");
+}

@@ -1,0 +1,273 @@
+//! The agent tools on the indexed fixture `fixtures/python/shop`: each tool's output is
+//! snapshot-tested (insta, under tests/all/snapshots/), and bad input gets a clear error
+//! value, never a panic or an empty answer.
+
+use std::path::Path;
+
+use reproagent::tools::{self, Registry, ToolContext, ToolOutput};
+use serde_json::{json, Value};
+
+use crate::common::{copy_tree, fixture, index_with};
+
+struct Shop {
+    dir: tempfile::TempDir,
+    ctx: ToolContext,
+    reg: Registry,
+}
+
+fn shop() -> Shop {
+    let dir = copy_tree(&fixture("python/shop"));
+    index_with(dir.path(), 2, true);
+    let ctx = ToolContext::new(dir.path()).unwrap();
+    Shop { dir, ctx, reg: tools::all() }
+}
+
+impl Shop {
+    fn call(&self, name: &str, args: Value) -> ToolOutput {
+        self.reg.call(&self.ctx, name, args)
+    }
+
+    /// A successful call, as pretty JSON with the temp root redacted.
+    fn ok(&self, name: &str, args: Value) -> String {
+        let out = self.call(name, args.clone());
+        assert!(!out.is_error, "{name} {args} failed: {}", out.value);
+        redact(self.dir.path(), &out.value)
+    }
+
+    /// A failing call, as pretty JSON with the temp root redacted.
+    fn err(&self, name: &str, args: Value) -> String {
+        let out = self.call(name, args.clone());
+        assert!(out.is_error, "{name} {args} should fail: {}", out.value);
+        assert!(out.value["error"].is_string(), "{}", out.value);
+        redact(self.dir.path(), &out.value)
+    }
+}
+
+fn redact(root: &Path, v: &Value) -> String {
+    let text = serde_json::to_string_pretty(v).unwrap();
+    let canon = root.canonicalize().unwrap();
+    text.replace(&canon.display().to_string(), "[REPO]").replace(&root.display().to_string(), "[REPO]")
+}
+
+#[test]
+fn fs_tools_on_shop() {
+    let s = shop();
+    insta::assert_snapshot!("ls_root", s.ok("ls", json!({})));
+    insta::assert_snapshot!("ls_depth2_page", s.ok("ls", json!({"path": "core", "depth": 2, "limit": 3})));
+    insta::assert_snapshot!("find_tests", s.ok("find", json!({"pattern": "test_*.py"})));
+    insta::assert_snapshot!("find_glob_dir", s.ok("find", json!({"pattern": "core/**/*.py"})));
+    insta::assert_snapshot!("grep_apply", s.ok("grep", json!({"pattern": r"def apply\(", "glob": "*.py"})));
+    insta::assert_snapshot!("grep_context", s.ok("grep", json!({"pattern": "class FixedOff", "context": 2})));
+    insta::assert_snapshot!("grep_page", s.ok("grep", json!({"pattern": "import", "path": "core", "limit": 2, "offset": 1})));
+    insta::assert_snapshot!("grep_case_insensitive", s.ok("grep", json!({"pattern": "BASE CLASS", "case_insensitive": true})));
+    insta::assert_snapshot!("read_file_range", s.ok("read_file", json!({"path": "core/pricing.py", "start_line": 40, "end_line": 57})));
+}
+
+#[test]
+fn graph_tools_on_shop() {
+    let s = shop();
+    insta::assert_snapshot!("find_entity_exact", s.ok("find_entity", json!({"name": "apply", "kind": "method"})));
+    insta::assert_snapshot!("find_entity_fuzzy", s.ok("find_entity", json!({"name": "MembrDiscont"})));
+    insta::assert_snapshot!("class_structure", s.ok("class_structure", json!({"name": "MemberDiscount"})));
+    insta::assert_snapshot!("callers_clamp", s.ok("callers", json!({"name": "Discount.clamp", "depth": 2})));
+    insta::assert_snapshot!("callees_checkout", s.ok("callees", json!({"name": "orders/service.py:checkout"})));
+    insta::assert_snapshot!(
+        "call_chain",
+        s.ok("call_chain", json!({"from": "orders/service.py:checkout", "to": "core/pricing.py:round_money"}))
+    );
+    insta::assert_snapshot!("imports_pricing", s.ok("imports", json!({"path": "core/pricing.py"})));
+    insta::assert_snapshot!("tests_for_fixed_off", s.ok("tests_for", json!({"name": "core/pricing.py:FixedOff"})));
+    insta::assert_snapshot!("tests_for_none", s.ok("tests_for", json!({"name": "core/pricing.py:FixedOff.apply"})));
+}
+
+#[test]
+fn tool_list_and_schemas() {
+    let reg = tools::all();
+    let mut names: Vec<&str> = reg.tools().map(|t| t.name()).collect();
+    let n = names.len();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), n, "tool names are unique");
+    for t in reg.tools() {
+        let schema = t.schema();
+        assert_eq!(schema["type"], "object", "{}: {schema}", t.name());
+        assert!(schema["properties"].is_object(), "{}: {schema}", t.name());
+        assert!(!t.description().is_empty());
+    }
+    insta::assert_snapshot!("tool_list", serde_json::to_string_pretty(&reg.describe()).unwrap());
+    let rt = tools::with_runtime();
+    for name in ["run_command", "run_python", "run_test"] {
+        assert!(rt.get(name).is_some(), "{name} in the runtime registry");
+        assert!(reg.get(name).is_none(), "{name} only behind with_runtime");
+    }
+}
+
+#[test]
+fn runtime_tools_without_a_sandbox_say_so() {
+    let s = shop();
+    let out = tools::with_runtime().call(&s.ctx, "run_command", json!({"command": "ls"}));
+    assert!(out.is_error);
+    assert!(out.value["error"].as_str().unwrap().contains("no sandbox"), "{}", out.value);
+    assert!(out.value["hint"].is_string());
+}
+
+#[test]
+fn bad_input_gets_clear_errors() {
+    let s = shop();
+    insta::assert_snapshot!("err_unknown_tool", s.err("grpe", json!({"pattern": "x"})));
+    insta::assert_snapshot!("err_wrong_type", s.err("callers", json!({"name": "checkout", "depth": "two"})));
+    insta::assert_snapshot!("err_missing_arg", s.err("grep", json!({"path": "core"})));
+    insta::assert_snapshot!("err_unknown_arg", s.err("grep", json!({"patern": "x"})));
+    insta::assert_snapshot!("err_not_an_object", s.err("ls", json!(["core"])));
+    insta::assert_snapshot!("err_bad_regex", s.err("grep", json!({"pattern": "def apply("})));
+    insta::assert_snapshot!("err_bad_glob", s.err("find", json!({"pattern": "core/[a"})));
+    insta::assert_snapshot!("err_no_entity", s.err("callers", json!({"name": "aply_discont"})));
+    insta::assert_snapshot!("err_ambiguous", s.err("callers", json!({"name": "apply"})));
+    insta::assert_snapshot!("err_no_path", s.err("read_file", json!({"path": "core/pricng.py"})));
+    insta::assert_snapshot!("err_not_a_class", s.err("class_structure", json!({"name": "orders/service.py:checkout"})));
+    insta::assert_snapshot!("err_past_end", s.err("read_file", json!({"path": "core/pricing.py", "start_line": 5000})));
+}
+
+#[test]
+fn paths_outside_the_repository_are_refused() {
+    let s = shop();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "TOP-SECRET-LINE\n").unwrap();
+    let root = s.dir.path();
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), root.join("core/secret_link.txt")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), root.join("outdir")).unwrap();
+    std::os::unix::fs::symlink(root.join("core/pricing.py"), root.join("pricing_link.py")).unwrap();
+    let abs_outside = outside.path().join("secret.txt").display().to_string();
+    let abs_inside = root.join("core/pricing.py").display().to_string();
+
+    for (tool, args) in [
+        ("read_file", json!({"path": "../secret.txt"})),
+        ("read_file", json!({"path": "core/../../x"})),
+        ("read_file", json!({"path": abs_outside})),
+        ("read_file", json!({"path": "/etc/passwd"})),
+        ("read_file", json!({"path": "core/secret_link.txt"})),
+        ("read_file", json!({"path": "outdir/secret.txt"})),
+        ("ls", json!({"path": "outdir"})),
+        ("ls", json!({"path": ".."})),
+        ("grep", json!({"pattern": "x", "path": "outdir"})),
+        ("find", json!({"pattern": "*", "path": "/"})),
+        ("imports", json!({"path": "../shop/core/pricing.py"})),
+    ] {
+        let out = s.call(tool, args.clone());
+        assert!(out.is_error, "{tool} {args}: {}", out.value);
+        assert!(out.value["error"].as_str().unwrap().contains("outside the repository"), "{tool} {args}: {}", out.value);
+    }
+    // Walks do not follow symlinks out: the secret is never found.
+    let out = s.call("grep", json!({"pattern": "TOP-SECRET"}));
+    assert!(!out.is_error, "{}", out.value);
+    assert_eq!(out.value["total"], 0, "{}", out.value);
+    let out = s.call("find", json!({"pattern": "*secret*"}));
+    assert_eq!(out.value["files"], json!([]), "{}", out.value);
+    // A symlink that stays inside is fine, and so is an absolute path inside.
+    let out = s.call("read_file", json!({"path": "pricing_link.py", "start_line": 1, "end_line": 1}));
+    assert!(!out.is_error, "{}", out.value);
+    let out = s.call("read_file", json!({"path": abs_inside, "start_line": 1, "end_line": 1}));
+    assert!(!out.is_error, "{}", out.value);
+    assert_eq!(out.value["path"], "core/pricing.py");
+}
+
+#[test]
+fn missing_and_stale_index_say_how_to_fix() {
+    let dir = copy_tree(&fixture("python/shop"));
+    let reg = tools::all();
+    let ctx = ToolContext::new(dir.path()).unwrap();
+    // File tools need no index.
+    assert!(!reg.call(&ctx, "ls", json!({})).is_error);
+    let out = reg.call(&ctx, "find_entity", json!({"name": "Order"}));
+    assert!(out.is_error);
+    assert!(out.value["error"].as_str().unwrap().starts_with("no index at"), "{}", out.value);
+    assert!(out.value["hint"].as_str().unwrap().contains("reproagent index"), "{}", out.value);
+
+    index_with(dir.path(), 1, true);
+    let out = reg.call(&ctx, "find_entity", json!({"name": "Order"}));
+    assert!(!out.is_error, "{}", out.value);
+
+    // Edit one file, add another: the index is stale, and the error names them.
+    let pricing = dir.path().join("core/pricing.py");
+    let mut text = std::fs::read_to_string(&pricing).unwrap();
+    text.push_str("\ndef added():\n    return 1\n");
+    std::fs::write(&pricing, text).unwrap();
+    std::fs::write(dir.path().join("core/extra.py"), "X = 1\n").unwrap();
+    let out = reg.call(&ctx, "callers", json!({"name": "round_money"}));
+    assert!(out.is_error, "{}", out.value);
+    insta::assert_snapshot!("err_stale", serde_json::to_string_pretty(&out.value).unwrap());
+
+    // Re-indexing (replacing graph.db) is picked up by the same context.
+    index_with(dir.path(), 1, false);
+    let out = reg.call(&ctx, "find_entity", json!({"name": "added"}));
+    assert!(!out.is_error, "{}", out.value);
+    assert_eq!(out.value["entities"][0]["id"], "core/pricing.py:added");
+}
+
+#[test]
+fn long_outputs_are_bounded_and_paged() {
+    let s = shop();
+    let body: String = (1..=1200).map(|i| format!("value_{i} = {i}  # marker\n")).collect();
+    std::fs::write(s.dir.path().join("big.txt"), body).unwrap();
+
+    let first = s.call("read_file", json!({"path": "big.txt"})).value;
+    assert_eq!(first["start_line"], 1);
+    assert_eq!(first["end_line"], 200);
+    assert_eq!(first["total_lines"], 1200);
+    assert_eq!(first["truncated"], true);
+    assert!(first["note"].as_str().unwrap().contains("start_line=201"), "{first}");
+    let next = s.call("read_file", json!({"path": "big.txt", "start_line": 201})).value;
+    assert!(next["content"].as_str().unwrap().starts_with(" 201 | value_201 = 201"), "{}", next["content"]);
+    let capped = s.call("read_file", json!({"path": "big.txt", "start_line": 1, "end_line": 1200})).value;
+    assert_eq!(capped["end_line"], 500, "at most 500 lines a call");
+    assert_eq!(capped["truncated"], true);
+    let tail = s.call("read_file", json!({"path": "big.txt", "start_line": 1101})).value;
+    assert_eq!(tail["end_line"], 1200);
+    assert_eq!(tail["truncated"], false);
+    assert!(tail.get("note").is_none());
+
+    // grep: pages in order, no overlap, together all the matches.
+    let p1 = s.call("grep", json!({"pattern": "marker", "path": "big.txt"})).value;
+    assert_eq!(p1["total"], 1200);
+    assert_eq!(p1["shown"], 50);
+    assert_eq!(p1["truncated"], true);
+    assert!(p1["note"].as_str().unwrap().contains("showing matches 1-50 of 1200; pass offset=50"), "{}", p1["note"]);
+    let p2 = s.call("grep", json!({"pattern": "marker", "path": "big.txt", "offset": 50, "limit": 500})).value;
+    assert_eq!(p2["shown"], 500, "limit is capped at 500");
+    assert_eq!(p2["matches"][0]["line"], 51);
+    let last = s.call("grep", json!({"pattern": "marker", "path": "big.txt", "offset": 1190})).value;
+    assert_eq!(last["shown"], 10);
+    assert_eq!(last["truncated"], false);
+
+    // A long line is cut, and says so.
+    std::fs::write(s.dir.path().join("wide.txt"), format!("{}needle\n", "x".repeat(1000))).unwrap();
+    let wide = s.call("grep", json!({"pattern": "needle", "path": "wide.txt"})).value;
+    assert!(wide["matches"][0]["text"].as_str().unwrap().ends_with("[line cut]"), "{wide}");
+
+    // ls pages too.
+    let ls = s.call("ls", json!({"path": "core", "depth": 2, "limit": 2})).value;
+    assert_eq!(ls["truncated"], true);
+    assert!(ls["note"].as_str().unwrap().contains("offset=2"), "{ls}");
+}
+
+#[test]
+fn sequential_thinking_keeps_the_record_per_session() {
+    let s = shop();
+    let t = |args: Value| s.call("sequential_thinking", args);
+    let a = t(json!({"thought": "The issue says totals are wrong for members.", "number": 1, "total": 3, "next_needed": true}));
+    assert!(!a.is_error, "{}", a.value);
+    let b = t(json!({"thought": "MemberDiscount.apply adds the bonus twice?", "number": 2, "total": 3, "next_needed": true, "branch": "double-bonus"}));
+    let c = t(json!({"thought": "Actually the rounding is applied before the discount.", "number": 3, "total": 4, "next_needed": true, "revises": 1}));
+    insta::assert_snapshot!("thinking_3", serde_json::to_string_pretty(&c.value).unwrap());
+    assert!(!b.is_error && !c.is_error);
+    // Revising a thought that was never recorded, or a later one, is refused.
+    let bad = t(json!({"thought": "x", "number": 4, "total": 4, "next_needed": false, "revises": 9}));
+    assert!(bad.is_error, "{}", bad.value);
+    let bad = t(json!({"thought": "x", "number": 0, "total": 4, "next_needed": false}));
+    assert!(bad.is_error, "{}", bad.value);
+    assert_eq!(s.ctx.thoughts().len(), 3);
+    // A new session starts empty.
+    let other = ToolContext::new(s.dir.path()).unwrap();
+    let d = s.reg.call(&other, "sequential_thinking", json!({"thought": "fresh", "number": 1, "total": 1, "next_needed": false}));
+    assert_eq!(d.value["recorded"], 1);
+}
