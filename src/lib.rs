@@ -12,3 +12,4 @@ pub mod lang;
 pub mod resolve;
 pub mod store;
 pub mod sandbox;
+pub mod search;

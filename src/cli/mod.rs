@@ -7,6 +7,7 @@ mod index;
 mod query;
 pub mod sandbox;
 mod schema;
+mod search;
 mod table;
 
 use clap::{Parser, Subcommand};
@@ -25,6 +26,7 @@ pub enum Command {
     Query(query::QueryArgs),
     Schema(schema::SchemaArgs),
     Graph(graph::GraphArgs),
+    Search(search::SearchArgs),
     /// Environment images and one-off commands in the sandbox.
     Sandbox(sandbox::SandboxArgs),
 }
@@ -39,6 +41,7 @@ pub fn main() -> i32 {
         Command::Query(a) => query::run(a),
         Command::Schema(a) => schema::run(a),
         Command::Graph(a) => graph::run(a),
+        Command::Search(a) => search::run(a),
         Command::Sandbox(args) => sandbox::run(args),
     };
     match result {

@@ -5,3 +5,4 @@ mod common;
 mod fixtures;
 mod index;
 mod sandbox;
+mod search;
