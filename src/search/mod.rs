@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use tantivy::collector::TopDocs;
-use tantivy::query::{BooleanQuery, Occur, Query, QueryParser, TermQuery};
+use tantivy::query::{BooleanQuery, BoostQuery, DisjunctionMaxQuery, Occur, Query, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, FAST, STORED, STRING};
 use tantivy::{Index, IndexReader, ReloadPolicy, TantivyDocument, Term};
 use thiserror::Error;
@@ -67,6 +67,9 @@ pub struct Fields {
     pub qname: Field,
     pub signature: Field,
     pub doc: Field,
+    /// Signature and doc together, indexed: a doc-only field would be empty for most
+    /// entities, and BM25's length normalization then buries every docstring match.
+    pub summary: Field,
     pub body: Field,
     pub start_line: Field,
     pub end_line: Field,
@@ -93,8 +96,9 @@ pub fn schema() -> (Schema, Fields) {
         path_text: b.add_text_field("path_text", code(false)),
         name: b.add_text_field("name", code(true)),
         qname: b.add_text_field("qname", code(false)),
-        signature: b.add_text_field("signature", code(true)),
-        doc: b.add_text_field("doc", code(true)),
+        signature: b.add_text_field("signature", STORED),
+        doc: b.add_text_field("doc", STORED),
+        summary: b.add_text_field("summary", code(false)),
         body: b.add_text_field("body", code(false)),
         start_line: b.add_u64_field("start_line", STORED | FAST),
         end_line: b.add_u64_field("end_line", STORED | FAST),
@@ -133,6 +137,7 @@ impl SearchDoc {
         d.add_text(f.qname, &self.qname);
         d.add_text(f.signature, &self.signature);
         d.add_text(f.doc, &self.doc);
+        d.add_text(f.summary, format!("{}\n{}", self.signature, self.doc));
         d.add_text(f.body, &self.body);
         d.add_u64(f.start_line, self.start_line);
         d.add_u64(f.end_line, self.end_line);
@@ -210,8 +215,32 @@ pub struct SearchIndex {
 }
 
 /// Field boosts: names over qualified names over signatures over docs over bodies.
-const BOOSTS: [(&str, f32); 6] =
-    [("name", 6.0), ("qname", 3.0), ("signature", 2.0), ("doc", 1.5), ("path_text", 1.0), ("body", 1.0)];
+const BOOSTS: [(&str, f32); 5] = [("name", 3.0), ("qname", 2.0), ("summary", 2.0), ("path_text", 1.0), ("body", 1.0)];
+
+/// Words dropped from queries of three words or more: in prose they only add noise
+/// (`of` would match `Money.of`); in a one- or two-word query they may be the name sought.
+const STOP_WORDS: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "has", "have", "in", "is", "it", "its", "of",
+    "on", "or", "that", "the", "this", "to", "was", "when", "which", "with",
+];
+
+/// The query text tantivy sees: prose loses its stop words.
+fn prepare_query(q: &str) -> String {
+    let words: Vec<&str> = q.split_whitespace().collect();
+    if words.len() < 3 {
+        return q.to_string();
+    }
+    let kept: Vec<&str> = words
+        .iter()
+        .copied()
+        .filter(|w| !STOP_WORDS.contains(&w.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase().as_str()))
+        .collect();
+    if kept.is_empty() {
+        q.to_string()
+    } else {
+        kept.join(" ")
+    }
+}
 
 impl SearchIndex {
     /// Open the keyword index of a repository.
@@ -244,13 +273,7 @@ impl SearchIndex {
     /// keeps paths matching a glob.
     pub fn search(&self, query: &str, kind: Option<&str>, path_glob: Option<&str>, limit: usize) -> Result<Vec<SearchHit>, SearchError> {
         let f = self.fields;
-        let all = [f.name, f.qname, f.signature, f.doc, f.path_text, f.body];
-        let mut parser = QueryParser::for_index(&self.index, all.to_vec());
-        for (field, (_, boost)) in all.iter().zip(BOOSTS) {
-            parser.set_field_boost(*field, boost);
-        }
-        // Code and error messages are full of `:`, `(`, quotes: read them leniently.
-        let (q, _) = parser.parse_query_lenient(query);
+        let q = self.text_query(query);
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, q)];
         if let Some(k) = kind {
             let t = Term::from_field_text(f.kind, k);
@@ -289,6 +312,36 @@ impl SearchIndex {
             }
         }
         Ok(hits)
+    }
+
+    /// Each query token scores by the field it matches best (plus a little for the
+    /// others), summed over tokens: a document matching many of the words beats one
+    /// matching one word in every field. Code and error messages are full of `:`, `(` and
+    /// quotes, so no query syntax is read: the text is tokenized like the documents.
+    fn text_query(&self, query: &str) -> Box<dyn Query> {
+        let f = self.fields;
+        let fields = [f.name, f.qname, f.summary, f.path_text, f.body];
+        let mut tokens: Vec<String> = Vec::new();
+        tokenizer::split(&prepare_query(query), &mut |_, _, t| {
+            if !tokens.contains(&t) {
+                tokens.push(t);
+            }
+        });
+        let per_token: Vec<(Occur, Box<dyn Query>)> = tokens
+            .iter()
+            .map(|t| {
+                let alts: Vec<Box<dyn Query>> = fields
+                    .iter()
+                    .zip(BOOSTS)
+                    .map(|(field, (_, boost))| {
+                        let tq = TermQuery::new(Term::from_field_text(*field, t), IndexRecordOption::WithFreqs);
+                        Box::new(BoostQuery::new(Box::new(tq), boost)) as Box<dyn Query>
+                    })
+                    .collect();
+                (Occur::Should, Box::new(DisjunctionMaxQuery::with_tie_breaker(alts, 0.2)) as Box<dyn Query>)
+            })
+            .collect();
+        Box::new(BooleanQuery::new(per_token))
     }
 
     /// The first line of the hit that holds a query term; else its signature or doc.
