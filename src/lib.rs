@@ -13,4 +13,5 @@ pub mod mcp;
 pub mod resolve;
 pub mod store;
 pub mod sandbox;
+pub mod search;
 pub mod tools;

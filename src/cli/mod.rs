@@ -7,6 +7,7 @@ mod index;
 mod query;
 pub mod sandbox;
 mod schema;
+mod search;
 mod serve;
 mod table;
 mod tool;
@@ -27,6 +28,7 @@ pub enum Command {
     Query(query::QueryArgs),
     Schema(schema::SchemaArgs),
     Graph(graph::GraphArgs),
+    Search(search::SearchArgs),
     /// Environment images and one-off commands in the sandbox.
     Sandbox(sandbox::SandboxArgs),
     /// Run one agent tool and print its JSON output.
@@ -45,6 +47,7 @@ pub fn main() -> i32 {
         Command::Query(a) => query::run(a),
         Command::Schema(a) => schema::run(a),
         Command::Graph(a) => graph::run(a),
+        Command::Search(a) => search::run(a),
         Command::Sandbox(args) => sandbox::run(args),
         Command::Tool(a) => tool::run(a),
         Command::Serve(a) => serve::run(a),

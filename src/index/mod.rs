@@ -16,6 +16,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 use crate::extract::{content_hash, Extractor, FileFacts, Limits, Skip};
+use crate::search::{self, SearchDoc};
 use crate::lang::Lang;
 use crate::resolve::{count_by_how, resolve, Rows};
 use crate::store::{self, StoreError};
@@ -285,7 +286,7 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
     let pb = progress_bar(opts.progress, files.len());
     let parsed = AtomicUsize::new(0);
     let limits = opts.limits;
-    let results: Vec<Result<FileFacts, Skip>> = pool.install(|| {
+    let results: Vec<Result<(FileFacts, Option<Vec<SearchDoc>>), Skip>> = pool.install(|| {
         files
             .par_iter()
             .map_init(
@@ -301,9 +302,14 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
     pb.finish_and_clear();
 
     let mut new_facts = Vec::with_capacity(results.len());
+    // Keyword documents of the files parsed in this run, in path order.
+    let mut new_docs: Vec<SearchDoc> = Vec::new();
     for r in results {
         match r {
-            Ok(f) => new_facts.push(f),
+            Ok((f, docs)) => {
+                new_docs.extend(docs.unwrap_or_default());
+                new_facts.push(f);
+            }
             Err(s) => skipped.push(s),
         }
     }
@@ -313,9 +319,24 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
     let removed = old_facts.iter().filter(|f| !new_paths.contains(f.path.as_str())).count();
 
     let new_rows = resolve(&new_facts);
+    let digest = store::tree_digest(&new_facts);
+    // The keyword index can be updated in place only when it matches the graph it was
+    // built with; else (missing, or an interrupted run) it is rebuilt from all files.
+    let old_digest = match &existing {
+        Some(s) => s.meta("tree_digest")?,
+        None => None,
+    };
+    let search_fresh = existing.is_some()
+        && search::SearchIndex::open(&root).and_then(|i| i.check_fresh(old_digest.as_deref())).is_ok();
     let (mode, rows_written) = match existing {
         Some(store) => {
             if parsed == 0 && removed == 0 {
+                if old_digest.as_deref() != Some(digest.as_str()) {
+                    store.apply(store::Diff::default(), &root, &digest)?;
+                }
+                if !search_fresh || old_digest.as_deref() != Some(digest.as_str()) {
+                    rebuild_search(&root, &new_facts, &digest, threads)?;
+                }
                 ("unchanged", 0)
             } else {
                 let old_rows = resolve(&old_facts);
@@ -336,12 +357,22 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
                     &store::encode_facts(&changed),
                 );
                 let n = diff.changed_rows;
-                store.apply(diff, &root)?;
+                store.apply(diff, &root, &digest)?;
+                if search_fresh {
+                    let mut paths: Vec<String> = changed.iter().map(|f| f.path.clone()).collect();
+                    paths.extend(old_changed.iter().map(|f| f.path.clone()));
+                    paths.sort();
+                    paths.dedup();
+                    store::text::update(&root, &paths, &new_docs, &digest)?;
+                } else {
+                    rebuild_search(&root, &new_facts, &digest, threads)?;
+                }
                 ("incremental", n)
             }
         }
         None => {
-            store::write_full(&db_path, &root, &new_rows, &store::encode_facts(&new_facts))?;
+            store::write_full(&db_path, &root, &new_rows, &store::encode_facts(&new_facts), &digest)?;
+            store::text::write_full(&root, &new_docs, &digest, threads)?;
             ("full", total_rows(&new_rows) + new_facts.len())
         }
     };
@@ -365,6 +396,20 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
     })
 }
 
+/// Rebuild the keyword index from every indexed file (read again: they are in the page
+/// cache after the walk).
+fn rebuild_search(root: &Path, facts: &[FileFacts], digest: &str, threads: usize) -> Result<(), IndexError> {
+    let docs: Vec<SearchDoc> = facts
+        .par_iter()
+        .flat_map_iter(|f| {
+            let text = std::fs::read_to_string(root.join(&f.path)).unwrap_or_default();
+            search::docs_for(f, &text)
+        })
+        .collect();
+    store::text::write_full(root, &docs, digest, threads)?;
+    Ok(())
+}
+
 fn total_rows(r: &Rows) -> usize {
     r.file.len()
         + r.entity.len()
@@ -382,7 +427,7 @@ fn extract_or_reuse(
     limits: Limits,
     old: &HashMap<&str, &FileFacts>,
     parsed: &AtomicUsize,
-) -> Result<FileFacts, Skip> {
+) -> Result<(FileFacts, Option<Vec<SearchDoc>>), Skip> {
     let skip = |reason: String| Skip { path: sf.rel.clone(), reason };
     let meta = std::fs::metadata(&sf.abs).map_err(|e| skip(io_reason(&e)))?;
     if !meta.is_file() {
@@ -395,11 +440,15 @@ fn extract_or_reuse(
     let hash = content_hash(&bytes);
     if let Some(o) = old.get(sf.rel.as_str()) {
         if o.hash == hash {
-            return Ok((*o).clone());
+            return Ok(((*o).clone(), None));
         }
     }
     parsed.fetch_add(1, Ordering::Relaxed);
-    ex.extract_bytes(&sf.rel, sf.lang, &bytes, hash)
+    let facts = ex.extract_bytes(&sf.rel, sf.lang, &bytes, hash)?;
+    // extract_bytes checked the bytes are UTF-8.
+    let text = String::from_utf8_lossy(&bytes);
+    let docs = search::docs_for(&facts, &text);
+    Ok((facts, Some(docs)))
 }
 
 /// Parse every source file with tree-sitter and nothing else: the baseline the index

@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 use cozo::{DataValue, DbInstance, NamedRows, ScriptMutability};
 use thiserror::Error;
 
+pub mod text;
+
 use crate::extract::FileFacts;
 use crate::resolve::Rows;
 
@@ -272,8 +274,22 @@ pub fn encode_facts(facts: &[FileFacts]) -> Vec<(String, String)> {
         .collect()
 }
 
-fn meta_rows(root: &Path) -> Vec<(String, String)> {
+/// A digest of every indexed file's path and content hash: the graph and the keyword
+/// index both record it, so either can tell whether the other matches it.
+pub fn tree_digest(facts: &[FileFacts]) -> String {
+    let mut h = blake3::Hasher::new();
+    for f in facts {
+        h.update(f.path.as_bytes());
+        h.update(b"\0");
+        h.update(f.hash.as_bytes());
+        h.update(b"\n");
+    }
+    h.finalize().to_hex()[..32].to_string()
+}
+
+fn meta_rows(root: &Path, digest: &str) -> Vec<(String, String)> {
     vec![
+        ("tree_digest".into(), digest.to_string()),
         ("format_version".into(), FORMAT_VERSION.to_string()),
         ("reproagent_version".into(), env!("CARGO_PKG_VERSION").into()),
         ("root".into(), root.display().to_string()),
@@ -281,12 +297,12 @@ fn meta_rows(root: &Path) -> Vec<(String, String)> {
 }
 
 /// Write a whole new index at `path`, atomically replacing any previous one.
-pub fn write_full(path: &Path, root: &Path, rows: &Rows, facts: &[(String, String)]) -> Result<(), StoreError> {
+pub fn write_full(path: &Path, root: &Path, rows: &Rows, facts: &[(String, String)], digest: &str) -> Result<(), StoreError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
     let mem = DbInstance::new("mem", "", "").map_err(db_err)?;
     mem.run_script(&schema_script(), BTreeMap::new(), ScriptMutability::Mutable).map_err(db_err)?;
-    let tuples = to_tuples(rows, facts, &meta_rows(root));
+    let tuples = to_tuples(rows, facts, &meta_rows(root, digest));
     let data: BTreeMap<String, NamedRows> =
         tuples.into_iter().map(|(rel, rows)| (rel.to_string(), named(&headers(rel), rows))).collect();
     mem.import_relations(data).map_err(db_err)?;
@@ -309,6 +325,7 @@ pub fn write_full(path: &Path, root: &Path, rows: &Rows, facts: &[(String, Strin
 }
 
 /// The changes between two row sets, as Cozo deletions and puts.
+#[derive(Default)]
 pub struct Diff {
     data: BTreeMap<String, NamedRows>,
     pub changed_rows: usize,
@@ -356,9 +373,9 @@ impl Store {
     }
 
     /// Apply a diff as one transaction.
-    pub fn apply(&self, diff: Diff, root: &Path) -> Result<(), StoreError> {
+    pub fn apply(&self, diff: Diff, root: &Path, digest: &str) -> Result<(), StoreError> {
         let mut data = diff.data;
-        let meta = meta_rows(root).into_iter().map(|(k, v)| vec![s(&k), s(&v)]).collect();
+        let meta = meta_rows(root, digest).into_iter().map(|(k, v)| vec![s(&k), s(&v)]).collect();
         data.insert("index_meta".into(), named(&["key", "value"], meta));
         self.db.import_relations(data).map_err(db_err)
     }

@@ -11,6 +11,7 @@ pub mod fs;
 pub mod graph;
 mod paths;
 pub mod runtime;
+pub mod search;
 pub mod thinking;
 
 use std::path::{Path, PathBuf};
@@ -24,6 +25,7 @@ use thiserror::Error;
 
 use crate::graph::GraphError;
 use crate::sandbox::SandboxError;
+use crate::search::SearchError;
 use crate::store::{Store, StoreError};
 
 pub use paths::Freshness;
@@ -55,6 +57,9 @@ pub enum ToolError {
     /// The graph index is missing, foreign or of another version.
     #[error(transparent)]
     Index(#[from] StoreError),
+    /// The keyword index is missing, out of date with the graph, or failed.
+    #[error(transparent)]
+    Search(#[from] SearchError),
     /// Files changed since the last `reproagent index`.
     #[error("the index is stale: {} file(s) changed since it was built ({})", .total, .changed.join(", "))]
     Stale { changed: Vec<String>, total: usize },
@@ -92,6 +97,7 @@ impl ToolError {
             ToolError::BadPattern { .. } => "a glob: `*` any name part, `**` any directories, `?` one character, `[ab]` and `{a,b}` alternatives",
             ToolError::Binary(_) => "read_file reads text files only",
             ToolError::Index(e) => return e.hint().map(str::to_string),
+            ToolError::Search(e) => return e.hint().map(str::to_string),
             ToolError::Stale { .. } => "run `reproagent index` in the repository (incremental: only changed files are parsed)",
             ToolError::Sandbox(SandboxError::Refused(_)) => "rewrite the command without the refused part",
             ToolError::Sandbox(_) => return None,
@@ -306,6 +312,7 @@ pub fn all() -> Registry {
             Box::new(fs::Find),
             Box::new(fs::Grep),
             Box::new(fs::ReadFile),
+            Box::new(search::SearchCode),
             Box::new(graph::FindEntity),
             Box::new(graph::ClassStructure),
             Box::new(graph::Callers),

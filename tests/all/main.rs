@@ -6,4 +6,5 @@ mod fixtures;
 mod index;
 mod mcp;
 mod sandbox;
+mod search;
 mod tools;

@@ -107,7 +107,7 @@ fn mcp_round_trip_over_stdio() {
     let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
     for want in [
         "ls", "find", "grep", "read_file", "find_entity", "class_structure", "callers", "callees", "call_chain",
-        "imports", "tests_for", "sequential_thinking",
+        "imports", "tests_for", "sequential_thinking", "search_code",
     ] {
         assert!(names.contains(&want), "{want} missing from {names:?}");
     }

@@ -66,6 +66,10 @@ fn fs_tools_on_shop() {
 #[test]
 fn graph_tools_on_shop() {
     let s = shop();
+    insta::assert_snapshot!("search_code", s.ok("search_code", json!({"query": "discount apply", "limit": 3})));
+    insta::assert_snapshot!("search_code_kind", s.ok("search_code", json!({"query": "stock", "kind": "class", "path_glob": "inventory/**"})));
+    insta::assert_snapshot!("search_code_none", s.ok("search_code", json!({"query": "zzqx"})));
+    insta::assert_snapshot!("search_code_near", s.ok("search_code", json!({"query": "Warehose"})));
     insta::assert_snapshot!("find_entity_exact", s.ok("find_entity", json!({"name": "apply", "kind": "method"})));
     insta::assert_snapshot!("find_entity_fuzzy", s.ok("find_entity", json!({"name": "MembrDiscont"})));
     insta::assert_snapshot!("class_structure", s.ok("class_structure", json!({"name": "MemberDiscount"})));
@@ -125,6 +129,7 @@ fn bad_input_gets_clear_errors() {
     insta::assert_snapshot!("err_ambiguous", s.err("callers", json!({"name": "apply"})));
     insta::assert_snapshot!("err_no_path", s.err("read_file", json!({"path": "core/pricng.py"})));
     insta::assert_snapshot!("err_not_a_class", s.err("class_structure", json!({"name": "orders/service.py:checkout"})));
+    insta::assert_snapshot!("err_search_bad_glob", s.err("search_code", json!({"query": "x", "path_glob": "[a"})));
     insta::assert_snapshot!("err_past_end", s.err("read_file", json!({"path": "core/pricing.py", "start_line": 5000})));
 }
 

@@ -1,0 +1,78 @@
+//! The keyword index's writer side: full builds into a fresh directory swapped into
+//! place, and incremental updates (delete a changed file's documents by path, add the new
+//! ones) committed with the graph's tree digest as payload, so a reader can tell a keyword
+//! index that matches the graph from one an interrupted run left behind.
+
+use std::path::Path;
+
+use tantivy::{Index, IndexWriter, Term};
+
+use super::StoreError;
+use crate::search::{register_tokenizers, schema, search_dir, SearchDoc};
+
+/// Memory for tantivy's indexing buffers.
+const WRITER_HEAP: usize = 128 * 1024 * 1024;
+
+fn tv(e: tantivy::TantivyError) -> StoreError {
+    StoreError::Db(format!("keyword index: {e}"))
+}
+
+fn add_all(writer: &IndexWriter, docs: &[SearchDoc]) -> Result<(), StoreError> {
+    let (_, f) = schema();
+    for d in docs {
+        writer.add_document(d.to_tantivy(&f)).map_err(tv)?;
+    }
+    Ok(())
+}
+
+fn commit(mut writer: IndexWriter, digest: &str) -> Result<(), StoreError> {
+    let mut prepared = writer.prepare_commit().map_err(tv)?;
+    prepared.set_payload(digest);
+    prepared.commit().map_err(tv)?;
+    writer.wait_merging_threads().map_err(tv)?;
+    Ok(())
+}
+
+/// Build the keyword index from scratch and swap it in for the old one.
+pub fn write_full(root: &Path, docs: &[SearchDoc], digest: &str, threads: usize) -> Result<(), StoreError> {
+    let live = search_dir(root);
+    let parent = live.parent().unwrap_or(root);
+    std::fs::create_dir_all(parent)?;
+    for e in std::fs::read_dir(parent)?.flatten() {
+        let n = e.file_name().to_string_lossy().into_owned();
+        if n.starts_with("search.tmp-") || n.starts_with("search.old-") {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+    let tmp = parent.join(format!("search.tmp-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp)?;
+    let (schema, _) = schema();
+    let index = Index::create_in_dir(&tmp, schema).map_err(tv)?;
+    register_tokenizers(&index);
+    let writer: IndexWriter = index
+        .writer_with_num_threads(threads.clamp(1, 8), WRITER_HEAP)
+        .map_err(tv)?;
+    add_all(&writer, docs)?;
+    commit(writer, digest)?;
+    drop(index);
+    let old = parent.join(format!("search.old-{}", std::process::id()));
+    if live.exists() {
+        std::fs::rename(&live, &old)?;
+    }
+    std::fs::rename(&tmp, &live)?;
+    let _ = std::fs::remove_dir_all(&old);
+    Ok(())
+}
+
+/// Replace the documents of `paths` (changed and removed files) by `docs`.
+pub fn update(root: &Path, paths: &[String], docs: &[SearchDoc], digest: &str) -> Result<(), StoreError> {
+    let index = Index::open_in_dir(search_dir(root)).map_err(tv)?;
+    register_tokenizers(&index);
+    let (_, f) = schema();
+    let writer: IndexWriter = index.writer_with_num_threads(1, 32 * 1024 * 1024).map_err(tv)?;
+    for p in paths {
+        writer.delete_term(Term::from_field_text(f.path, p));
+    }
+    add_all(&writer, docs)?;
+    commit(writer, digest)
+}

@@ -1,0 +1,101 @@
+//! The keyword index: ranking on the fixtures, filters, incremental updates, staleness.
+
+use std::path::Path;
+
+use reproagent::search::{SearchError, SearchIndex};
+use reproagent::store;
+
+use crate::common::*;
+
+fn indexed(lang_project: &str) -> tempfile::TempDir {
+    let dir = copy_tree(&fixture(lang_project));
+    index_with(dir.path(), 2, false);
+    dir
+}
+
+fn top(root: &Path, q: &str, kind: Option<&str>, limit: usize) -> Vec<String> {
+    let i = SearchIndex::open(root).unwrap();
+    i.search(q, kind, None, limit).unwrap().into_iter().map(|h| h.id).collect()
+}
+
+#[test]
+fn a_name_query_finds_the_entity_first() {
+    let py = indexed("python/shop");
+    assert_eq!(top(py.path(), "round_money", None, 3)[0], "core/pricing.py:round_money");
+    // Parts of a snake_case name find it too, and a camelCase spelling of it.
+    assert_eq!(top(py.path(), "round money", Some("function"), 3)[0], "core/pricing.py:round_money");
+    let ts = indexed("typescript/tasks");
+    assert_eq!(top(ts.path(), "slugify", None, 3)[0], "src/util/slug.js:slugify");
+    let java = indexed("java/bank");
+    let hits = top(java.path(), "AccountType", Some("enum"), 3);
+    assert_eq!(hits[0], "src/main/java/com/acme/bank/model/AccountType.java:AccountType");
+}
+
+#[test]
+fn a_query_in_words_finds_the_docstring() {
+    let py = indexed("python/shop");
+    assert_eq!(top(py.path(), "coordinates inventory pricing and events", None, 3)[0], "orders/service.py:CheckoutService");
+    assert_eq!(
+        top(py.path(), "take stock from the first warehouse that has enough", Some("method"), 3)[0],
+        "inventory/stock.py:Inventory.reserve"
+    );
+    let java = indexed("java/bank");
+    assert_eq!(
+        top(java.path(), "one booked movement of money", None, 3)[0],
+        "src/main/java/com/acme/bank/model/Transaction.java:Transaction"
+    );
+}
+
+#[test]
+fn filters_and_snippets() {
+    let py = indexed("python/shop");
+    let i = SearchIndex::open(py.path()).unwrap();
+    let hits = i.search("stock", None, Some("inventory/**"), 10).unwrap();
+    assert!(!hits.is_empty() && hits.iter().all(|h| h.path.starts_with("inventory/")));
+    let files = i.search("stock", Some("file"), None, 10).unwrap();
+    assert!(files.iter().all(|h| h.kind == "file"));
+    let h = &i.search("round_money", None, None, 1).unwrap()[0];
+    assert_eq!(h.snippet, "8: def round_money(amount):");
+    // Query syntax in free text does not fail.
+    assert!(i.search("KeyError: 'sku' (line 3)", None, None, 5).is_ok());
+    assert!(matches!(i.search("x", None, Some("[unclosed"), 5), Err(SearchError::Glob(..))));
+}
+
+#[test]
+fn incremental_updates_keep_the_keyword_index_equal_to_a_fresh_one() {
+    let dir = indexed("python/shop");
+    let root = dir.path();
+    std::fs::write(root.join("core/extra.py"), "def brand_new_helper():\n    \"\"\"Compute the frobnication factor.\"\"\"\n    return 1\n").unwrap();
+    std::fs::remove_file(root.join("inventory/reports.py")).unwrap();
+    let s = index_with(root, 2, false);
+    assert_eq!(s.mode, "incremental");
+    assert_eq!(top(root, "frobnication factor", None, 1), ["core/extra.py:brand_new_helper"]);
+    assert!(!top(root, "stock_summary", None, 20).iter().any(|id| id.starts_with("inventory/reports.py")));
+
+    let fresh = tempfile::tempdir().unwrap();
+    copy_into(root, fresh.path());
+    index_with(fresh.path(), 2, true);
+    for q in ["stock", "order discount", "round_money", "frobnication", "warehouse"] {
+        let a = SearchIndex::open(root).unwrap().search(q, None, None, 50).unwrap();
+        let b = SearchIndex::open(fresh.path()).unwrap().search(q, None, None, 50).unwrap();
+        let ids = |v: &[reproagent::search::SearchHit]| v.iter().map(|h| h.id.clone()).collect::<std::collections::BTreeSet<_>>();
+        assert_eq!(ids(&a), ids(&b), "query {q:?}");
+    }
+}
+
+#[test]
+fn a_keyword_index_that_does_not_match_the_graph_is_stale_until_reindexed() {
+    let dir = indexed("python/shop");
+    let root = dir.path();
+    let graph = store::open(&store::db_path(root)).unwrap();
+    let digest = graph.meta("tree_digest").unwrap();
+    let i = SearchIndex::open(root).unwrap();
+    assert!(i.check_fresh(digest.as_deref()).is_ok());
+    assert!(matches!(i.check_fresh(Some("something else")), Err(SearchError::Stale(_))));
+    // A run interrupted between the graph and the keyword index: the search dir is gone.
+    std::fs::remove_dir_all(reproagent::search::search_dir(root)).unwrap();
+    assert!(matches!(SearchIndex::open(root), Err(SearchError::Missing(_))));
+    let s = index_with(root, 2, false);
+    assert_eq!(s.mode, "unchanged");
+    assert_eq!(top(root, "round_money", None, 1), ["core/pricing.py:round_money"]);
+}
