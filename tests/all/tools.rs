@@ -276,3 +276,32 @@ fn sequential_thinking_keeps_the_record_per_session() {
     let d = s.reg.call(&other, "sequential_thinking", json!({"thought": "fresh", "number": 1, "total": 1, "next_needed": false}));
     assert_eq!(d.value["recorded"], 1);
 }
+
+#[test]
+fn tool_command_lists_runs_and_fails_cleanly() {
+    let s = shop();
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_reproagent")).args(args).arg("-C").arg(s.dir.path()).output().unwrap()
+    };
+    let list = run(&["tool", "--list"]);
+    assert!(list.status.success());
+    let tools: Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(tools, tools::all().describe(), "the CLI lists the registry");
+
+    let ok = run(&["tool", "find", r#"{"pattern": "*.py", "path": "orders"}"#]);
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    let v: Value = serde_json::from_slice(&ok.stdout).unwrap();
+    assert_eq!(v["files"], json!(["orders/__init__.py", "orders/events.py", "orders/service.py"]));
+    // Same output as the library call.
+    assert_eq!(v, s.call("find", json!({"pattern": "*.py", "path": "orders"})).value);
+
+    let bad = run(&["tool", "grep", r#"{"pattern": "("}"#]);
+    assert_eq!(bad.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&bad.stdout).unwrap();
+    assert!(v["error"].as_str().unwrap().starts_with("bad regex"), "{v}");
+    assert!(String::from_utf8_lossy(&bad.stderr).starts_with("error: bad regex"));
+
+    let not_json = run(&["tool", "ls", "{path"]);
+    assert_eq!(not_json.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&not_json.stderr).contains("arguments are not JSON"));
+}
