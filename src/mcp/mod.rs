@@ -100,13 +100,22 @@ impl ServerHandler for Server {
     }
 }
 
-/// Serve MCP over this process's stdin and stdout until the client closes them.
-pub fn serve_stdio(server: Server) -> Result<(), McpError> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
+/// A runtime for the server (and for a sandbox the runtime tools drive).
+pub fn runtime() -> Result<tokio::runtime::Runtime, McpError> {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| McpError::Runtime(e.to_string()))?;
+        .map_err(|e| McpError::Runtime(e.to_string()))
+}
+
+/// Serve MCP over this process's stdin and stdout until the client closes them.
+pub fn serve_stdio(server: Server) -> Result<(), McpError> {
+    serve_stdio_on(&runtime()?, server)
+}
+
+/// [`serve_stdio`] on a given runtime.
+pub fn serve_stdio_on(rt: &tokio::runtime::Runtime, server: Server) -> Result<(), McpError> {
     rt.block_on(async move {
         let running = server
             .serve(rmcp::transport::stdio())

@@ -20,9 +20,14 @@ struct Client {
 
 impl Client {
     fn spawn(repo: &std::path::Path) -> Client {
+        Self::spawn_with(repo, &[])
+    }
+
+    fn spawn_with(repo: &std::path::Path, extra: &[&str]) -> Client {
         let mut child = Command::new(env!("CARGO_BIN_EXE_reproagent"))
             .args(["serve", "-C"])
             .arg(repo)
+            .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -161,6 +166,45 @@ fn mcp_round_trip_over_stdio() {
         waited += 1;
     }
     assert!(c.child.try_wait().unwrap().is_some(), "the server exits when its stdin closes");
+}
+
+fn initialize(c: &mut Client) {
+    let init = c.request(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}),
+    );
+    assert!(init["result"].is_object(), "{init}");
+    c.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+}
+
+#[test]
+fn mcp_runtime_tools_in_a_local_sandbox() {
+    let dir = copy_tree(&fixture("python/shop"));
+    index_with(dir.path(), 1, true);
+    let mut c = Client::spawn_with(dir.path(), &["--sandbox", "local"]);
+    initialize(&mut c);
+    let list = c.request("tools/list", json!({}));
+    let names: Vec<String> =
+        list["result"]["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str().map(String::from)).collect();
+    for want in ["run_command", "run_python", "run_test", "grep"] {
+        assert!(names.iter().any(|n| n == want), "{want} missing from {names:?}");
+    }
+    // Runs in the sandbox's copy: a file written there does not appear in the user's tree.
+    let r = c.call("run_command", json!({"command": "ls core && echo made > made.txt", "timeout_secs": 60}));
+    assert_eq!(r["isError"], false, "{r}");
+    let p = payload(&r);
+    assert_eq!(p["exit_code"], 0, "{p}");
+    assert!(p["stdout"].as_str().unwrap().contains("pricing.py"), "{p}");
+    assert!(!dir.path().join("made.txt").exists(), "the user's tree is never written");
+    let r = c.call("run_python", json!({"code": "from core.pricing import round_money\nprint(round_money(2.345))"}));
+    assert_eq!(r["isError"], false, "{r}");
+    assert_eq!(payload(&r)["stdout"].as_str().unwrap().trim(), "2.35", "{r}");
+    // A dangerous command is refused with its reason, and the server keeps serving.
+    let r = c.call("run_command", json!({"command": "rm -rf /"}));
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(payload(&r)["error"].as_str().unwrap().contains("refused"), "{r}");
+    let r = c.call("run_command", json!({"command": "echo still"}));
+    assert_eq!(payload(&r)["stdout"].as_str().unwrap().trim(), "still", "{r}");
 }
 
 #[test]
