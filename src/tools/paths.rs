@@ -128,10 +128,20 @@ impl Freshness {
                 None => changed.push(format!("{path} (deleted)")),
             }
         }
+        // A source file the index does not hold is new if it changed after the index was
+        // written; older ones are files `index` skipped (too large, too slow to parse).
+        let written = std::fs::metadata(store.path()).and_then(|m| m.modified()).ok();
         let (files, _) = crate::index::walk(root, false);
         for f in files {
             if !stored.contains_key(&f.rel) {
-                changed.push(format!("{} (new)", f.rel));
+                let modified = std::fs::metadata(&f.abs).and_then(|m| m.modified()).ok();
+                let after = match (modified, written) {
+                    (Some(m), Some(w)) => m > w,
+                    _ => true,
+                };
+                if after {
+                    changed.push(format!("{} (new)", f.rel));
+                }
             }
         }
         if changed.is_empty() {

@@ -203,10 +203,15 @@ fn missing_and_stale_index_say_how_to_fix() {
     insta::assert_snapshot!("err_stale", serde_json::to_string_pretty(&out.value).unwrap());
 
     // Re-indexing (replacing graph.db) is picked up by the same context.
+    // A file that index skips (over its 2 MiB budget) does not make the index stale.
+    let big = format!("# {}\n", "x".repeat(3 << 20));
+    std::fs::write(dir.path().join("core/huge.py"), big).unwrap();
     index_with(dir.path(), 1, false);
     let out = reg.call(&ctx, "find_entity", json!({"name": "added"}));
     assert!(!out.is_error, "{}", out.value);
     assert_eq!(out.value["entities"][0]["id"], "core/pricing.py:added");
+    let out = reg.call(&ctx, "callers", json!({"name": "round_money"}));
+    assert!(!out.is_error, "a skipped file is not a change: {}", out.value);
 }
 
 #[test]
