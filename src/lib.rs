@@ -9,6 +9,7 @@ pub mod extract;
 pub mod graph;
 pub mod index;
 pub mod lang;
+pub mod localize;
 pub mod resolve;
 pub mod store;
 pub mod sandbox;

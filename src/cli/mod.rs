@@ -4,6 +4,7 @@
 
 mod graph;
 mod index;
+mod localize;
 mod query;
 pub mod sandbox;
 mod schema;
@@ -27,6 +28,7 @@ pub enum Command {
     Schema(schema::SchemaArgs),
     Graph(graph::GraphArgs),
     Search(search::SearchArgs),
+    Localize(localize::LocalizeArgs),
     /// Environment images and one-off commands in the sandbox.
     Sandbox(sandbox::SandboxArgs),
 }
@@ -42,6 +44,7 @@ pub fn main() -> i32 {
         Command::Schema(a) => schema::run(a),
         Command::Graph(a) => graph::run(a),
         Command::Search(a) => search::run(a),
+        Command::Localize(a) => localize::run(a),
         Command::Sandbox(args) => sandbox::run(args),
     };
     match result {

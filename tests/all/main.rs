@@ -4,5 +4,6 @@ mod cli;
 mod common;
 mod fixtures;
 mod index;
+mod localize;
 mod sandbox;
 mod search;
