@@ -259,7 +259,7 @@ fn exception_line(line: &str) -> Option<Exception> {
     let mut t = line.trim();
     if let Some(i) = t.find("Exception in thread") {
         let rest = &t[i..];
-        let after = rest.splitn(2, "\" ").nth(1)?;
+        let after = rest.split_once("\" ")?.1;
         t = after;
     }
     t = t.trim_start_matches("Caused by: ").trim_start_matches("Uncaught ");

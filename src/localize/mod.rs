@@ -301,11 +301,10 @@ fn match_path(files: &[(String, bool)], p: &str) -> Option<String> {
     for (f, _) in files {
         let have: Vec<&str> = f.split('/').collect();
         let n = have.iter().rev().zip(want.iter().rev()).take_while(|(a, b)| a == b).count();
-        if n > 0 && n == have.len().min(want.len()) || n >= 2 {
-            if best.is_none_or(|(bn, bf)| n > bn || (n == bn && f.as_str() < bf)) {
+        if (n > 0 && n == have.len().min(want.len()) || n >= 2)
+            && best.is_none_or(|(bn, bf)| n > bn || (n == bn && f.as_str() < bf)) {
                 best = Some((n, f));
             }
-        }
     }
     best.map(|(_, f)| f.to_string())
 }
