@@ -6,6 +6,7 @@ mod graph;
 mod index;
 mod localize;
 mod query;
+mod reproduce;
 pub mod sandbox;
 mod schema;
 mod search;
@@ -29,6 +30,7 @@ pub enum Command {
     Graph(graph::GraphArgs),
     Search(search::SearchArgs),
     Localize(localize::LocalizeArgs),
+    Reproduce(reproduce::ReproduceArgs),
     /// Environment images and one-off commands in the sandbox.
     Sandbox(sandbox::SandboxArgs),
 }
@@ -45,6 +47,10 @@ pub fn main() -> i32 {
         Command::Graph(a) => graph::run(a),
         Command::Search(a) => search::run(a),
         Command::Localize(a) => localize::run(a),
+        Command::Reproduce(a) => match reproduce::run(a) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
         Command::Sandbox(args) => sandbox::run(args),
     };
     match result {

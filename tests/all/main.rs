@@ -5,5 +5,6 @@ mod common;
 mod fixtures;
 mod index;
 mod localize;
+mod reproduce;
 mod sandbox;
 mod search;
