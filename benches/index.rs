@@ -88,7 +88,10 @@ struct CorpusResult {
     edges: usize,
     edges_by_how: BTreeMap<String, usize>,
     syntax_error_files: usize,
-    syntax_error_paths: Vec<(String, u32)>,
+    /// Non-test files with syntax errors: path, error nodes, first error (line:col, text).
+    syntax_error_paths: Vec<(String, u32, String)>,
+    syntax_error_test_files: usize,
+    syntax_error_test_examples: Vec<String>,
     skipped: Vec<(String, String)>,
     over_default_size_limit: Vec<(String, u64)>,
     index_bytes: u64,
@@ -327,11 +330,17 @@ fn child(c: &Corpus) -> anyhow::Result<CorpusResult> {
     r.phases_full = phases;
     r.rows = rows;
     r.facts_json_bytes = facts_json_bytes;
-    r.syntax_error_paths = facts
-        .iter()
-        .filter(|f| f.syntax_errors > 0)
-        .map(|f| (f.path.clone(), f.syntax_errors))
-        .collect();
+    for f in facts.iter().filter(|f| f.syntax_errors > 0) {
+        if f.is_test {
+            r.syntax_error_test_files += 1;
+            if r.syntax_error_test_examples.len() < 10 {
+                r.syntax_error_test_examples.push(f.path.clone());
+            }
+        } else {
+            let first = first_error(&root.join(&f.path), f.lang, &f.path).unwrap_or_default();
+            r.syntax_error_paths.push((f.path.clone(), f.syntax_errors, first));
+        }
+    }
     drop(facts);
     append_comment(&touch, c.comment, runs)?;
     r.phases_incr = profile_incremental(&root, threads, limits)?;
@@ -339,6 +348,38 @@ fn child(c: &Corpus) -> anyhow::Result<CorpusResult> {
     r.loadavg.push(loadavg());
     r.process_peak_kb = status_kb("VmHWM").max(r.runs.iter().map(|t| t.full_peak_kb.max(t.parse_peak_kb)).max().unwrap_or(0));
     Ok(r)
+}
+
+/// Where the first ERROR or MISSING node of a file is, and the line it is on.
+fn first_error(abs: &Path, lang: reproagent::lang::Lang, rel: &str) -> Option<String> {
+    let src = std::fs::read(abs).ok()?;
+    let mut parser = tree_sitter::Parser::new();
+    parser.set_language(&lang.ts_language(rel)).ok()?;
+    let tree = parser.parse(&src, None)?;
+    let mut cursor = tree.walk();
+    let node = loop {
+        let n = cursor.node();
+        if n.is_error() || n.is_missing() {
+            break n;
+        }
+        if n.has_error() && cursor.goto_first_child() {
+            continue;
+        }
+        // Next sibling, or up until there is one.
+        loop {
+            if cursor.goto_next_sibling() {
+                break;
+            }
+            if !cursor.goto_parent() {
+                return None;
+            }
+        }
+    };
+    let p = node.start_position();
+    let line = String::from_utf8_lossy(&src).lines().nth(p.row).unwrap_or("").trim().to_string();
+    let line: String = line.chars().take(100).collect();
+    let what = if node.is_missing() { format!("MISSING {}", node.kind()) } else { "ERROR".to_string() };
+    Some(format!("{}:{} {what}: `{}`", p.row + 1, p.column + 1, line.replace('`', "'")))
 }
 
 fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
@@ -410,6 +451,16 @@ fn cpu_s() -> f64 {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
+/// CPU time of the calling thread.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime fills the struct it is given.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
@@ -445,16 +496,16 @@ fn profile_full(
             .map_init(
                 || Extractor::new(limits),
                 |ex, sf| {
-                    let t0 = Instant::now();
+                    let t0 = thread_cpu();
                     let bytes = std::fs::read(&sf.abs).ok()?;
-                    let t1 = Instant::now();
+                    let t1 = thread_cpu();
                     let hash = content_hash(&bytes);
-                    let t2 = Instant::now();
+                    let t2 = thread_cpu();
                     let f = ex.extract_bytes(&sf.rel, sf.lang, &bytes, hash).ok();
-                    let t3 = Instant::now();
-                    add(&read_ns, t1 - t0);
-                    add(&hash_ns, t2 - t1);
-                    add(&extract_ns, t3 - t2);
+                    let t3 = thread_cpu();
+                    add(&read_ns, t1.saturating_sub(t0));
+                    add(&hash_ns, t2.saturating_sub(t1));
+                    add(&extract_ns, t3.saturating_sub(t2));
                     f
                 },
             )
@@ -463,9 +514,9 @@ fn profile_full(
     });
     ph.push((format!("read+hash+extract, wall ({threads} threads)"), t.elapsed().as_secs_f64()));
     let cpu = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64 / 1e9;
-    ph.push(("  of which read, CPU sum".into(), cpu(&read_ns)));
-    ph.push(("  of which hash, CPU sum".into(), cpu(&hash_ns)));
-    ph.push(("  of which parse+extract, CPU sum".into(), cpu(&extract_ns)));
+    ph.push(("  of which read, CPU s (all threads)".into(), cpu(&read_ns)));
+    ph.push(("  of which hash, CPU s (all threads)".into(), cpu(&hash_ns)));
+    ph.push(("  of which parse+extract, CPU s (all threads)".into(), cpu(&extract_ns)));
 
     let t = Instant::now();
     let rows = resolve::resolve(&facts);
@@ -711,13 +762,21 @@ fn print_report(results: &[CorpusResult]) {
             );
         }
         println!();
-        let shown = 30;
-        println!("Files with syntax errors: {}", r.syntax_error_paths.len());
-        for (p, n) in r.syntax_error_paths.iter().take(shown) {
-            println!("- `{p}`: {n} error/missing nodes");
+        let shown = 50;
+        println!(
+            "Files with syntax errors: {} ({} test files, {} others)",
+            r.syntax_error_paths.len() + r.syntax_error_test_files,
+            r.syntax_error_test_files,
+            r.syntax_error_paths.len()
+        );
+        for (p, n, first) in r.syntax_error_paths.iter().take(shown) {
+            println!("- `{p}`: {n} error/missing nodes; first at {first}");
         }
         if r.syntax_error_paths.len() > shown {
-            println!("- ... and {} more", r.syntax_error_paths.len() - shown);
+            println!("- ... and {} more non-test files", r.syntax_error_paths.len() - shown);
+        }
+        if r.syntax_error_test_files > 0 {
+            println!("- test files, e.g.: {}", r.syntax_error_test_examples.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join(", "));
         }
     }
 }

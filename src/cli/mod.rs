@@ -4,7 +4,9 @@
 
 mod graph;
 mod index;
+mod localize;
 mod query;
+mod reproduce;
 pub mod sandbox;
 mod schema;
 mod search;
@@ -29,6 +31,8 @@ pub enum Command {
     Schema(schema::SchemaArgs),
     Graph(graph::GraphArgs),
     Search(search::SearchArgs),
+    Localize(localize::LocalizeArgs),
+    Reproduce(reproduce::ReproduceArgs),
     /// Environment images and one-off commands in the sandbox.
     Sandbox(sandbox::SandboxArgs),
     /// Run one agent tool and print its JSON output.
@@ -48,6 +52,11 @@ pub fn main() -> i32 {
         Command::Schema(a) => schema::run(a),
         Command::Graph(a) => graph::run(a),
         Command::Search(a) => search::run(a),
+        Command::Localize(a) => localize::run(a),
+        Command::Reproduce(a) => match reproduce::run(a) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
         Command::Sandbox(args) => sandbox::run(args),
         Command::Tool(a) => tool::run(a),
         Command::Serve(a) => serve::run(a),

@@ -286,7 +286,7 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
     let pb = progress_bar(opts.progress, files.len());
     let parsed = AtomicUsize::new(0);
     let limits = opts.limits;
-    let results: Vec<Result<(FileFacts, Option<Vec<SearchDoc>>), Skip>> = pool.install(|| {
+    let results: Vec<Result<Extracted, Skip>> = pool.install(|| {
         files
             .par_iter()
             .map_init(
@@ -421,13 +421,16 @@ fn total_rows(r: &Rows) -> usize {
         + r.test_of.len()
 }
 
+/// A file's facts, and its keyword documents when it was parsed in this run.
+type Extracted = (FileFacts, Option<Vec<SearchDoc>>);
+
 fn extract_or_reuse(
     ex: &mut Extractor,
     sf: &SourceFile,
     limits: Limits,
     old: &HashMap<&str, &FileFacts>,
     parsed: &AtomicUsize,
-) -> Result<(FileFacts, Option<Vec<SearchDoc>>), Skip> {
+) -> Result<Extracted, Skip> {
     let skip = |reason: String| Skip { path: sf.rel.clone(), reason };
     let meta = std::fs::metadata(&sf.abs).map_err(|e| skip(io_reason(&e)))?;
     if !meta.is_file() {

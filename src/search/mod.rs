@@ -108,7 +108,7 @@ pub fn schema() -> (Schema, Fields) {
 
 /// Register our tokenizer on an index (it is not persisted by tantivy).
 pub fn register_tokenizers(index: &Index) {
-    index.tokenizers().register(CODE_TOKENIZER, CodeTokenizer::default());
+    index.tokenizers().register(CODE_TOKENIZER, CodeTokenizer);
 }
 
 /// A document to index, before it becomes a tantivy document.
@@ -251,7 +251,11 @@ impl SearchIndex {
         }
         let index = Index::open_in_dir(&dir)?;
         register_tokenizers(&index);
-        let (_, fields) = schema();
+        let (expected, fields) = schema();
+        // Written by a build with another schema: its field numbers mean other things.
+        if index.schema() != expected {
+            return Err(SearchError::Stale(dir));
+        }
         let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
         Ok(SearchIndex { root: root.to_path_buf(), index, reader, fields })
     }

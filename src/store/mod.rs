@@ -18,8 +18,9 @@ pub mod text;
 use crate::extract::FileFacts;
 use crate::resolve::Rows;
 
-/// Bump when the stored relations, their meaning or the resolver's output change.
-pub const FORMAT_VERSION: u32 = 1;
+/// Bump when the stored relations, their meaning, the resolver's output or the keyword
+/// index's schema change. 2: the keyword index.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// The engine. Only [`open`] and [`create_fresh`] name it: past one machine, Cozo's
 /// RocksDB or TiKV storage slots in here.

@@ -1,0 +1,88 @@
+//! `reproagent reproduce --issue FILE`: a test that fails today for the reason the issue
+//! gives.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::reproduce::{keyfree, Status};
+use crate::sandbox::Choice;
+
+/// Turn an issue into a failing test, with the analysis behind it. Artifacts and a
+/// Markdown report go to REPO/.reproagent/runs/<run-id>/.
+#[derive(Args, Debug)]
+pub struct ReproduceArgs {
+    /// The issue, as Markdown or plain text.
+    #[arg(long)]
+    pub issue: PathBuf,
+    /// The repository root (indexed with `reproagent index`).
+    #[arg(long, short = 'C', default_value = ".")]
+    pub repo: PathBuf,
+    /// `none`: key-free mode (the issue's own code and traceback, checked in the sandbox).
+    #[arg(long, default_value = "none")]
+    pub model: String,
+    /// Where tests run: docker when the engine answers and an image is ready, else local.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub sandbox: SandboxChoice,
+    /// Docker image (default: the one `sandbox prepare` recorded for the repository).
+    #[arg(long)]
+    pub image: Option<String>,
+    /// Put the test into the repository at the planned path when it reproduces the issue.
+    #[arg(long)]
+    pub write: bool,
+    /// Seconds a test run may take.
+    #[arg(long, default_value_t = 300)]
+    pub timeout: u64,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum SandboxChoice {
+    Auto,
+    Docker,
+    Local,
+}
+
+pub fn run(args: ReproduceArgs) -> anyhow::Result<i32> {
+    if args.model != "none" {
+        anyhow::bail!(
+            "--model {}: the model pipeline is not built yet (hint: use --model none for the key-free mode)",
+            args.model
+        );
+    }
+    let text = std::fs::read_to_string(&args.issue)
+        .map_err(|e| super::with_hint(format!("{}: {e}", args.issue.display()), Some("give the path of the issue text")))?;
+    let req = keyfree::Request {
+        root: args.repo.clone(),
+        issue_file: args.issue.clone(),
+        issue_text: text,
+        sandbox: match args.sandbox {
+            SandboxChoice::Auto => Choice::Auto,
+            SandboxChoice::Docker => Choice::Docker,
+            SandboxChoice::Local => Choice::Local,
+        },
+        image: args.image.clone(),
+        write: args.write,
+        timeout_secs: args.timeout,
+    };
+    let outcome = keyfree::run(&req).map_err(|e| super::with_hint(e.to_string(), e.hint()))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&outcome)?);
+    } else {
+        println!("{}: {}", outcome.status.as_str(), outcome.reason);
+        if let (Some(path), Some(code)) = (&outcome.test_path, &outcome.test_code) {
+            println!("\n--- {path}{} ---\n{code}", if outcome.written { " (written)" } else { "" });
+        }
+        if let Some(cmd) = &outcome.command {
+            println!("run it with: {cmd}");
+        }
+        println!("report: {}/report.md", outcome.run_dir);
+    }
+    // Exit 0 when reproduced, 2 when not, 1 for errors: scripts can branch on it.
+    Ok(match outcome.status {
+        Status::Reproduced => 0,
+        Status::NotReproduced => 2,
+        Status::Error => 1,
+    })
+}

@@ -1,0 +1,326 @@
+//! Key-free fault localization: rank files and entities for an issue by what it carries
+//! (traceback frames, names in code spans, file paths, its words) over the graph and the
+//! keyword index. The first stage of the key-free reproduce mode, and the baseline the
+//! model's localization stage is compared against.
+
+pub mod issue;
+
+use std::collections::{BTreeMap, HashMap};
+
+use cozo::DataValue;
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::graph;
+use crate::search::{SearchError, SearchIndex};
+use crate::store::{Store, StoreError};
+pub use issue::{read as read_issue, IssueFacts};
+
+#[derive(Debug, Error)]
+pub enum LocalizeError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Search(#[from] SearchError),
+    #[error(transparent)]
+    Graph(#[from] graph::GraphError),
+    /// Nothing to go on: no frame, no name, no words that match the code.
+    #[error("the issue text is empty")]
+    Empty,
+}
+
+impl LocalizeError {
+    pub fn hint(&self) -> Option<&'static str> {
+        match self {
+            LocalizeError::Store(e) => e.hint(),
+            LocalizeError::Search(e) => e.hint(),
+            LocalizeError::Graph(e) => e.hint(),
+            LocalizeError::Empty => Some("give the issue as a Markdown or text file"),
+        }
+    }
+}
+
+/// A ranked suspect.
+#[derive(Debug, Clone, Serialize)]
+pub struct Suspect {
+    pub file: String,
+    /// The entity id, for entity suspects.
+    pub entity: Option<String>,
+    pub start_line: i64,
+    pub end_line: i64,
+    pub score: f64,
+    /// Why it ranks: the strongest piece of evidence.
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Localization {
+    pub files: Vec<Suspect>,
+    pub entities: Vec<Suspect>,
+    pub issue: IssueFacts,
+}
+
+/// Weights of the evidence. A frame is the strongest: it is where the program was.
+const FRAME: f64 = 10.0;
+const PATH_NAMED: f64 = 4.0;
+const QUALIFIED_NAMED: f64 = 6.0;
+const NAME_NAMED: f64 = 3.0;
+const TEXT_MATCH: f64 = 3.0;
+const NEIGHBOUR: f64 = 1.0;
+/// A name carried by more entities than this says little.
+const MAX_NAME_MATCHES: usize = 8;
+/// Test files are where a bug shows, rarely where it is.
+const TEST_FILE_FACTOR: f64 = 0.5;
+
+/// The evidence for one suspect: its strongest piece counts whole, the others a quarter,
+/// so one strong piece (the innermost frame) beats several weak ones (outer frames).
+#[derive(Default)]
+struct Evidence {
+    sum: f64,
+    /// (weight, reason): the strongest names the suspect's reason.
+    best: Option<(f64, String)>,
+}
+
+impl Evidence {
+    fn add(&mut self, w: f64, reason: impl FnOnce() -> String) {
+        self.sum += w;
+        if self.best.as_ref().is_none_or(|(b, _)| w > *b) {
+            self.best = Some((w, reason()));
+        }
+    }
+
+    fn score(&self) -> f64 {
+        let max = self.best.as_ref().map(|b| b.0).unwrap_or(0.0);
+        max + 0.25 * (self.sum - max)
+    }
+}
+
+struct EntityRow {
+    file: String,
+    kind: String,
+    start: i64,
+    end: i64,
+}
+
+fn s(v: &DataValue) -> String {
+    v.get_str().unwrap_or("").to_string()
+}
+
+/// Rank suspects for an issue text.
+pub fn localize(store: &Store, search: Option<&SearchIndex>, text: &str, limit: usize) -> Result<Localization, LocalizeError> {
+    if text.trim().is_empty() {
+        return Err(LocalizeError::Empty);
+    }
+    let facts = issue::read(text);
+    let files = store.query("?[path, is_test] := *file{path, is_test}", BTreeMap::new())?;
+    let files: Vec<(String, bool)> = files.rows.iter().map(|r| (s(&r[0]), r[1].get_bool().unwrap_or(false))).collect();
+    let is_test: HashMap<&str, bool> = files.iter().map(|(p, t)| (p.as_str(), *t)).collect();
+
+    let mut ent: BTreeMap<String, Evidence> = BTreeMap::new();
+    let mut file_ev: BTreeMap<String, Evidence> = BTreeMap::new();
+    let mut rows: HashMap<String, EntityRow> = HashMap::new();
+    let remember = |r: &[DataValue], rows: &mut HashMap<String, EntityRow>| -> String {
+        let id = s(&r[0]);
+        rows.entry(id.clone()).or_insert_with(|| EntityRow {
+            file: s(&r[1]),
+            kind: s(&r[2]),
+            start: r[3].get_int().unwrap_or(0),
+            end: r[4].get_int().unwrap_or(0),
+        });
+        id
+    };
+
+    // Frames: innermost first gets the full weight, outer ones less.
+    let mut frames: Vec<&issue::Frame> = facts.frames.iter().collect();
+    if facts.innermost_last {
+        frames.reverse();
+    }
+    let mut step = 0;
+    for fr in frames {
+        let Some(path) = match_frame(store, &files, fr)? else { continue };
+        let mut w = FRAME * 0.5f64.powi(step);
+        step += 1;
+        if is_test.get(path.as_str()).copied().unwrap_or(false) {
+            w *= 0.3;
+        }
+        let where_ = if fr.function.is_empty() { String::new() } else { format!(" in {}", fr.function) };
+        let reason = || format!("traceback frame: line {}{where_}", fr.line);
+        file_ev.entry(path.clone()).or_default().add(w, reason);
+        let r = store.query(
+            "?[id, file, kind, start_line, end_line] := *entity:by_file{file: $f, id}, *entity{id, file, kind, start_line, end_line},
+                 kind != 'module', start_line <= $l, end_line >= $l",
+            [("f".to_string(), DataValue::from(path.as_str())), ("l".to_string(), DataValue::from(fr.line as i64))].into(),
+        )?;
+        // The innermost entity holding the line.
+        let inner = r.rows.iter().min_by_key(|x| (x[4].get_int().unwrap_or(0) - x[3].get_int().unwrap_or(0), s(&x[0])));
+        if let Some(x) = inner {
+            let id = remember(x, &mut rows);
+            ent.entry(id).or_default().add(w, reason);
+        }
+    }
+
+    // Paths the issue names.
+    for p in &facts.paths {
+        if let Some(path) = match_path(&files, p) {
+            file_ev.entry(path).or_default().add(PATH_NAMED, || format!("named in the issue ({p})"));
+        }
+    }
+
+    // Names in code spans and blocks.
+    for ident in facts.identifiers.iter().take(40) {
+        let (weight, r) = if ident.contains('.') {
+            let r = store.query(
+                "?[id, file, kind, start_line, end_line] := *entity{id, file, kind, qname, start_line, end_line}, ends_with(qname, $q)",
+                [("q".to_string(), DataValue::from(format!(".{ident}").as_str()))].into(),
+            )?;
+            (QUALIFIED_NAMED, r)
+        } else {
+            let r = store.query(
+                "?[id, file, kind, start_line, end_line] := *entity:by_name{name: $n, id}, *entity{id, file, kind, start_line, end_line}, kind != 'module'",
+                [("n".to_string(), DataValue::from(ident.as_str()))].into(),
+            )?;
+            (NAME_NAMED, r)
+        };
+        if r.rows.is_empty() || r.rows.len() > MAX_NAME_MATCHES {
+            continue;
+        }
+        let w = weight / r.rows.len() as f64;
+        for x in &r.rows {
+            let id = remember(x, &mut rows);
+            ent.entry(id).or_default().add(w, || format!("`{ident}` is named in the issue"));
+        }
+    }
+
+    // The issue's words over the keyword index.
+    if let Some(index) = search {
+        let mut q = facts.title.clone();
+        q.push(' ');
+        q.push_str(&facts.prose.chars().take(1500).collect::<String>());
+        for e in &facts.exceptions {
+            q.push(' ');
+            q.push_str(&e.kind);
+            q.push(' ');
+            q.push_str(&e.message);
+        }
+        let hits = index.search(&q, None, None, 30)?;
+        let max = hits.iter().map(|h| h.score).fold(0.0f32, f32::max).max(1e-6);
+        for (rank, h) in hits.iter().enumerate() {
+            let w = TEXT_MATCH * (h.score / max) as f64;
+            let reason = || format!("matches the issue's words (keyword rank {})", rank + 1);
+            if h.kind == "file" {
+                file_ev.entry(h.path.clone()).or_default().add(w, reason);
+            } else {
+                rows.entry(h.id.clone()).or_insert_with(|| EntityRow {
+                    file: h.path.clone(),
+                    kind: h.kind.clone(),
+                    start: h.start_line,
+                    end: h.end_line,
+                });
+                ent.entry(h.id.clone()).or_default().add(w, reason);
+            }
+        }
+    }
+
+    // The neighbours of the strongest suspects in the call graph.
+    let mut strongest: Vec<(String, f64)> = ent.iter().map(|(k, v)| (k.clone(), v.score())).collect();
+    strongest.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let top_score = strongest.first().map(|x| x.1).unwrap_or(1.0).max(1e-6);
+    for (id, sc) in strongest.into_iter().take(5) {
+        let near = graph::callees(store, &id, 1, 0.5)?.into_iter().map(|e| (e.callee, "called by"))
+            .chain(graph::callers(store, &id, 1, 0.5)?.into_iter().map(|e| (e.caller, "calls")));
+        for (other, rel) in near {
+            if other == id {
+                continue;
+            }
+            if !rows.contains_key(&other) {
+                if let Some(e) = graph::entity(store, &other)? {
+                    rows.insert(other.clone(), EntityRow { file: e.file, kind: e.kind, start: e.start_line, end: e.end_line });
+                }
+            }
+            let w = NEIGHBOUR * sc / top_score;
+            ent.entry(other).or_default().add(w, || format!("{rel} {id}"));
+        }
+    }
+
+    // Entities, with test files down-weighted, then files from their entities.
+    let mut entities: Vec<Suspect> = Vec::new();
+    for (id, ev) in &ent {
+        let Some(row) = rows.get(id) else { continue };
+        if row.kind == "module" {
+            continue;
+        }
+        let factor = if is_test.get(row.file.as_str()).copied().unwrap_or(false) { TEST_FILE_FACTOR } else { 1.0 };
+        entities.push(Suspect {
+            file: row.file.clone(),
+            entity: Some(id.clone()),
+            start_line: row.start,
+            end_line: row.end,
+            score: ev.score() * factor,
+            reason: ev.best.as_ref().map(|b| b.1.clone()).unwrap_or_default(),
+        });
+    }
+    entities.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.entity.cmp(&b.entity)));
+
+    let mut per_file: BTreeMap<String, (f64, f64, String)> = BTreeMap::new(); // (max, sum, reason of max)
+    for e in &entities {
+        let slot = per_file.entry(e.file.clone()).or_insert((0.0, 0.0, String::new()));
+        if e.score > slot.0 {
+            slot.0 = e.score;
+            slot.2 = format!("{} ({})", e.entity.as_deref().unwrap_or(""), e.reason);
+        }
+        slot.1 += e.score;
+    }
+    for f in file_ev.keys() {
+        per_file.entry(f.clone()).or_insert((0.0, 0.0, String::new()));
+    }
+    let mut ranked_files: Vec<Suspect> = per_file
+        .into_iter()
+        .map(|(f, (max, sum, why))| {
+            let direct = file_ev.get(&f);
+            let factor = if is_test.get(f.as_str()).copied().unwrap_or(false) { TEST_FILE_FACTOR } else { 1.0 };
+            let direct_score = direct.map(|d| d.score() * factor).unwrap_or(0.0);
+            let top = max.max(direct_score);
+            let score = top + 0.25 * (sum + direct_score - top);
+            let reason = match direct.and_then(|d| d.best.as_ref()) {
+                Some((w, r)) if *w * factor >= max => r.clone(),
+                _ => why,
+            };
+            Suspect { file: f, entity: None, start_line: 0, end_line: 0, score, reason }
+        })
+        .collect();
+    ranked_files.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.file.cmp(&b.file)));
+    ranked_files.truncate(limit);
+    entities.truncate(limit);
+    Ok(Localization { files: ranked_files, entities, issue: facts })
+}
+
+/// A repository file whose path is the longest suffix of `p` (component-wise).
+fn match_path(files: &[(String, bool)], p: &str) -> Option<String> {
+    let want: Vec<&str> = p.split(['/', '\\']).filter(|c| !c.is_empty() && *c != ".").collect();
+    let mut best: Option<(usize, &str)> = None;
+    for (f, _) in files {
+        let have: Vec<&str> = f.split('/').collect();
+        let n = have.iter().rev().zip(want.iter().rev()).take_while(|(a, b)| a == b).count();
+        if (n > 0 && n == have.len().min(want.len()) || n >= 2)
+            && best.is_none_or(|(bn, bf)| n > bn || (n == bn && f.as_str() < bf)) {
+                best = Some((n, f));
+            }
+    }
+    best.map(|(_, f)| f.to_string())
+}
+
+fn match_frame(store: &Store, files: &[(String, bool)], fr: &issue::Frame) -> Result<Option<String>, LocalizeError> {
+    if !fr.class.is_empty() {
+        // Java: the class's qualified name finds its file; nested classes use `$`.
+        let outer = fr.class.split('$').next().unwrap_or(&fr.class);
+        let r = store.query(
+            "?[file] := *entity{qname: $q, file}",
+            [("q".to_string(), DataValue::from(outer))].into(),
+        )?;
+        if let Some(row) = r.rows.first() {
+            return Ok(Some(s(&row[0])));
+        }
+        return Ok(None);
+    }
+    Ok(match_path(files, &fr.path))
+}

@@ -1,0 +1,364 @@
+//! The key-free mode (`--model none`): the deterministic localizer, then a test built
+//! from what the issue carries, checked in the sandbox. The test must fail with the
+//! exception type the issue reports (and its message, when the issue gives one);
+//! otherwise the outcome is `not reproduced`, with the reason.
+
+use std::path::{Path, PathBuf};
+
+use super::synth::{self, Snippet};
+use super::*;
+use crate::lang::Lang;
+use crate::localize::{self, IssueFacts};
+use crate::sandbox::runners::{TestResult, TestStatus};
+use crate::sandbox::tools::{run_test, RunTestArgs};
+use crate::sandbox::{self, Choice, SandboxConfig};
+use crate::search::SearchIndex;
+use crate::store;
+
+/// What to reproduce, and how.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub root: PathBuf,
+    pub issue_file: PathBuf,
+    pub issue_text: String,
+    pub sandbox: Choice,
+    /// Docker image (default: the one `sandbox prepare` recorded).
+    pub image: Option<String>,
+    /// Put the test into the repository when it reproduces the issue.
+    pub write: bool,
+    pub timeout_secs: u64,
+}
+
+/// Exception types name the same thing with or without their module.
+fn short(kind: &str) -> &str {
+    kind.rsplit(['.', '$']).next().unwrap_or(kind)
+}
+
+fn norm(s: &str) -> String {
+    s.chars().filter(|c| !c.is_whitespace() && !matches!(c, '\'' | '"' | '`')).collect::<String>().to_lowercase()
+}
+
+/// Does a failure match the expected exception (and message)?
+pub fn matches(expected: &Expected, kind: Option<&str>, message: &str) -> bool {
+    let Some(kind) = kind else { return false };
+    if short(kind) != short(&expected.kind) {
+        return false;
+    }
+    match &expected.message {
+        Some(m) if !m.trim().is_empty() => {
+            let (a, b) = (norm(message), norm(m));
+            a.contains(&b) || b.contains(&a) && !a.is_empty()
+        }
+        _ => true,
+    }
+}
+
+/// The exception types a failure of the test's set-up (not its logic) raises.
+const SETUP_ERRORS: &[&str] = &["SyntaxError", "IndentationError", "ImportError", "ModuleNotFoundError", "NameError", "ReferenceError"];
+
+/// The triple review of one run: (aligned, logic, symptom), each with its finding. In
+/// the key-free mode the test is the issue's own code, so it is aligned by construction;
+/// the other two checks read the runner's structured result.
+pub fn review(result: &TestResult, expected: &Expected) -> Vec<Review> {
+    let mut out = vec![Review { check: "aligned".into(), passed: true, finding: None }];
+    let first = result.failures.first();
+    let logic = match result.status {
+        TestStatus::Passed => Some(Finding {
+            kind: "passes-today".into(),
+            component: "issue".into(),
+            description: "the issue's code runs without the reported error today: it may be fixed already, or need something the issue does not show".into(),
+            evidence: format!("{} passed, {} failed", result.passed, result.failed),
+        }),
+        TestStatus::Errored => Some(Finding {
+            kind: "setup-error".into(),
+            component: "environment".into(),
+            description: "the test could not run as a test (collection, import or compile error, or a timeout)".into(),
+            evidence: result.error.clone().unwrap_or_default(),
+        }),
+        TestStatus::Failed => match first {
+            Some(f) if f.kind.as_deref().is_some_and(|k| SETUP_ERRORS.contains(&short(k))) && !SETUP_ERRORS.contains(&short(&expected.kind)) => {
+                Some(Finding {
+                    kind: "setup-error".into(),
+                    component: "test".into(),
+                    description: "the failure comes from the test's set-up, not from the behaviour the issue reports".into(),
+                    evidence: format!("{}: {}", f.kind.as_deref().unwrap_or(""), f.message),
+                })
+            }
+            _ => None,
+        },
+    };
+    out.push(Review { check: "logic".into(), passed: logic.is_none(), finding: logic });
+    let symptom = match (result.status, first) {
+        (TestStatus::Failed, Some(f)) if matches(expected, f.kind.as_deref(), &f.message) => None,
+        (TestStatus::Failed, Some(f)) => Some(Finding {
+            kind: "wrong-failure".into(),
+            component: "test".into(),
+            description: format!(
+                "the test fails with {} but the issue reports {}{}",
+                f.kind.as_deref().unwrap_or("an unknown error"),
+                expected.kind,
+                expected.message.as_deref().map(|m| format!(": {m}")).unwrap_or_default()
+            ),
+            evidence: format!("{}: {}", f.kind.as_deref().unwrap_or(""), f.message),
+        }),
+        _ => Some(Finding {
+            kind: "no-failure".into(),
+            component: "test".into(),
+            description: format!("the issue reports {}, the test shows no failure", expected.kind),
+            evidence: format!("status {:?}", result.status),
+        }),
+    };
+    out.push(Review { check: "symptom".into(), passed: symptom.is_none(), finding: symptom });
+    out
+}
+
+fn not_reproduced(run: &RunDir, reason: impl Into<String>) -> Outcome {
+    Outcome {
+        status: Status::NotReproduced,
+        reason: reason.into(),
+        run_id: run.id.clone(),
+        run_dir: run.path.display().to_string(),
+        test_path: None,
+        test_code: None,
+        command: None,
+        failure: None,
+        written: false,
+    }
+}
+
+fn repo_langs(root: &Path) -> Vec<Lang> {
+    let (files, _) = crate::index::walk(root, false);
+    let mut out: Vec<Lang> = Vec::new();
+    for f in files {
+        if !out.contains(&f.lang) {
+            out.push(f.lang);
+        }
+    }
+    out
+}
+
+/// The expected failure: the last exception the issue shows; else, for a snippet with
+/// its own `assert`, an assertion error.
+fn expected_failure(facts: &IssueFacts, snippet: &Snippet) -> Option<Expected> {
+    if let Some(e) = facts.exceptions.last() {
+        return Some(Expected { kind: e.kind.clone(), message: (!e.message.is_empty()).then(|| e.message.clone()) });
+    }
+    let asserts = snippet.code.lines().any(|l| {
+        let t = l.trim_start();
+        t.starts_with("assert ") || t.starts_with("assert.") || t.contains("assertEquals(")
+    });
+    asserts.then(|| Expected {
+        kind: match snippet.lang {
+            Lang::Java => "java.lang.AssertionError".into(),
+            _ => "AssertionError".into(),
+        },
+        message: None,
+    })
+}
+
+/// Run the key-free mode end to end. Artifacts go to the run directory as they are made.
+pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
+    let mut run = RunDir::create(&req.root)?;
+    let facts = localize::read_issue(&req.issue_text);
+    let title = if facts.title.is_empty() { "the issue".to_string() } else { facts.title.clone() };
+    let mut record = RunRecord {
+        run_id: run.id.clone(),
+        issue_file: req.issue_file.display().to_string(),
+        model: "none".into(),
+        sandbox: String::new(),
+        reproagent_version: env!("CARGO_PKG_VERSION").into(),
+        stages: Vec::new(),
+        model_calls: 0,
+        tool_calls: Vec::new(),
+    };
+    let finish = |run: &mut RunDir, record: &mut RunRecord, outcome: Outcome, loc: Option<&LocalizationArtifact>, cause: Option<&RootCause>, plan: Option<&TestPlan>, generation: Option<&Generation>| -> Result<Outcome, ReproduceError> {
+        record.stages = run.stages.clone();
+        run.write("outcome.json", &outcome)?;
+        run.write("run.json", record)?;
+        std::fs::write(run.path.join("report.md"), report(&title, &outcome, loc, cause, plan, generation))?;
+        Ok(outcome)
+    };
+
+    // Bad input first: nothing to read, or not an issue at all.
+    let words = req.issue_text.split_whitespace().filter(|w| w.chars().any(char::is_alphabetic)).count();
+    if words < 3 {
+        let o = not_reproduced(&run, "the text does not read as an issue report: fewer than three words");
+        return finish(&mut run, &mut record, Outcome { status: Status::Error, ..o }, None, None, None, None);
+    }
+    let langs = repo_langs(&req.root);
+    let issue_langs = synth::issue_langs(&facts);
+    if !issue_langs.is_empty() && !issue_langs.iter().any(|l| langs.contains(l)) {
+        let names = |v: &[Lang]| v.iter().map(|l| l.name()).collect::<Vec<_>>().join(", ");
+        let o = not_reproduced(
+            &run,
+            format!("the issue's code is {} but the repository has {}", names(&issue_langs), if langs.is_empty() { "no source files".into() } else { names(&langs) }),
+        );
+        return finish(&mut run, &mut record, o, None, None, None, None);
+    }
+
+    // Stage 1: localization.
+    let graph = store::open(&store::db_path(&req.root))?;
+    let search = SearchIndex::open(&req.root).ok().filter(|s| s.check_fresh(graph.meta("tree_digest").ok().flatten().as_deref()).is_ok());
+    let loc = localize::localize(&graph, search.as_ref(), &req.issue_text, 10)?;
+    let top = loc.entities.first().map(|e| e.score).or(loc.files.first().map(|f| f.score)).unwrap_or(1.0).max(1e-9);
+    let locations: Vec<Location> = loc
+        .entities
+        .iter()
+        .map(|e| Location {
+            file: e.file.clone(),
+            entity: e.entity.clone(),
+            start_line: e.start_line,
+            end_line: e.end_line,
+            confidence: (e.score / top).min(1.0),
+            rationale: e.reason.clone(),
+        })
+        .collect();
+    let loc_art = LocalizationArtifact { locations };
+    run.write("localization.json", &loc_art)?;
+    record.tool_calls.push("localize".into());
+    run.stage_done("localization");
+
+    // Stage 2: root cause, from the traceback when there is one.
+    let mut frames: Vec<PathStep> = facts
+        .frames
+        .iter()
+        .map(|f| PathStep { file: f.path.clone(), line: f.line, function: f.function.clone() })
+        .collect();
+    if !facts.innermost_last {
+        frames.reverse();
+    }
+    let exc = facts.exceptions.last();
+    let cause = RootCause {
+        summary: match (exc, loc_art.locations.first()) {
+            (Some(e), Some(l)) => format!(
+                "{}{} raised in {}",
+                e.kind,
+                if e.message.is_empty() { String::new() } else { format!(" ({})", e.message) },
+                l.entity.as_deref().unwrap_or(&l.file)
+            ),
+            (Some(e), None) => format!("{}: {}", e.kind, e.message),
+            (None, Some(l)) => format!("the behaviour the issue describes, most likely in {}", l.entity.as_deref().unwrap_or(&l.file)),
+            (None, None) => "unknown: the issue names no code of the repository".into(),
+        },
+        category: if exc.is_some() { "unexpected-exception".into() } else { "wrong-result".into() },
+        execution_path: frames,
+        trigger_conditions: facts.code_blocks.iter().map(|(_, b)| b.trim().to_string()).filter(|b| !b.is_empty()).take(3).collect(),
+        confidence: if facts.frames.is_empty() { 0.3 } else { 0.7 },
+    };
+    run.write("root_cause.json", &cause)?;
+    run.stage_done("root_cause");
+
+    // Stage 3: the plan, from the issue's code.
+    let Some(snippet) = synth::find_snippet(&facts, &req.issue_text, &langs) else {
+        let why = if facts.exceptions.is_empty() {
+            "the issue carries neither runnable code nor an error to expect: key-free mode has nothing to build a test from (a model can: --model NAME)"
+        } else {
+            "the issue reports an error but shows no code that triggers it: key-free mode has nothing to run (a model can: --model NAME)"
+        };
+        let o = not_reproduced(&run, why);
+        return finish(&mut run, &mut record, o, Some(&loc_art), Some(&cause), None, None);
+    };
+    let Some(expected) = expected_failure(&facts, &snippet) else {
+        let o = not_reproduced(&run, "the issue shows code but neither the error it gives nor an assertion: no failure to check the test against");
+        return finish(&mut run, &mut record, o, Some(&loc_art), Some(&cause), None, None);
+    };
+    let stem = req.issue_file.file_stem().and_then(|s| s.to_str()).unwrap_or("issue");
+    let test = synth::build(&req.root, &snippet, stem, &title, Some((&expected.kind, expected.message.as_deref())));
+    let command = crate::sandbox::runners::command_line(
+        crate::sandbox::runners::Framework::parse_name(test.framework).unwrap_or(crate::sandbox::runners::Framework::Custom),
+        &test.path,
+        None,
+        &test.code,
+        None,
+    );
+    let plan = TestPlan {
+        framework: test.framework.into(),
+        test_path: test.path.clone(),
+        command: command.clone(),
+        environment: vec![format!("the repository's {} environment", snippet.lang.name())],
+        inputs: vec![snippet.code.clone()],
+        expected: expected.clone(),
+    };
+    run.write("test_plan.json", &plan)?;
+    std::fs::write(run.path.join(test.path.rsplit('/').next().unwrap_or("test")), &test.code)?;
+    run.stage_done("test_plan");
+
+    // Stage 4: run it in the sandbox and review the result.
+    let image = req.image.clone().or_else(|| sandbox::image::recorded_image(&req.root)).unwrap_or_else(|| "reproagent-env:none".into());
+    let config = SandboxConfig::new(&req.root, image);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let result = rt.block_on(async {
+        let opened = sandbox::open(req.sandbox, config).await?;
+        let sb = opened.sandbox;
+        let r = async {
+            sb.write_file(&test.path, test.code.as_bytes()).await?;
+            run_test(
+                sb.as_ref(),
+                &req.root,
+                &RunTestArgs { file: test.path.clone(), test: None, framework: Some(test.framework.into()), command: None, timeout_secs: req.timeout_secs },
+            )
+            .await
+        }
+        .await;
+        let _ = sb.close().await;
+        r.map(|res| (res, opened.reason))
+    });
+    let (result, why_sandbox) = match result {
+        Ok(x) => x,
+        Err(e) => {
+            let o = Outcome { status: Status::Error, ..not_reproduced(&run, format!("the sandbox failed: {e}")) };
+            return finish(&mut run, &mut record, o, Some(&loc_art), Some(&cause), Some(&plan), None);
+        }
+    };
+    record.sandbox = why_sandbox;
+    record.tool_calls.push(format!("run_test {}", test.path));
+    let reviews = review(&result, &expected);
+    let accepted = reviews.iter().all(|r| r.passed);
+    // The first line of the message: enough to name the failure in a summary.
+    let failure = result
+        .failures
+        .first()
+        .map(|f| format!("{}: {}", f.kind.as_deref().unwrap_or("?"), f.message.lines().next().unwrap_or("").trim()));
+    let generation = Generation {
+        test_path: test.path.clone(),
+        test_code: test.code.clone(),
+        executions: vec![Execution { attempt: 1, result }],
+        reviews: reviews.clone(),
+    };
+    run.write("generation.json", &generation)?;
+    run.stage_done("generation");
+
+    let mut outcome = Outcome {
+        status: if accepted { Status::Reproduced } else { Status::NotReproduced },
+        reason: if accepted {
+            format!("the test fails with {}, as the issue reports", failure.as_deref().unwrap_or(&expected.kind))
+        } else {
+            reviews
+                .iter()
+                .filter_map(|r| r.finding.as_ref())
+                .map(|f| f.description.clone())
+                .next()
+                .unwrap_or_else(|| "the review rejected the test".into())
+        },
+        run_id: run.id.clone(),
+        run_dir: run.path.display().to_string(),
+        test_path: Some(test.path.clone()),
+        test_code: Some(test.code.clone()),
+        command: Some(command),
+        failure,
+        written: false,
+    };
+    if accepted && req.write {
+        let dest = req.root.join(&test.path);
+        if dest.exists() {
+            outcome.reason.push_str(&format!("; not written: {} already exists", test.path));
+        } else {
+            if let Some(p) = dest.parent() {
+                std::fs::create_dir_all(p)?;
+            }
+            std::fs::write(&dest, &test.code)?;
+            outcome.written = true;
+        }
+    }
+    finish(&mut run, &mut record, outcome, Some(&loc_art), Some(&cause), Some(&plan), Some(&generation))
+}

@@ -1,0 +1,293 @@
+//! `reproduce`: from an issue to a test that fails today for the reason the issue gives.
+//!
+//! Every run writes its stage artifacts to `.reproagent/runs/<run-id>/` as JSON
+//! (localization, root cause, test plan, generation, outcome, the run record) with a
+//! Markdown report beside them. This module holds those artifact types, the run
+//! directory and the outcome; [`keyfree`] is the mode that needs no model.
+
+pub mod keyfree;
+mod synth;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::sandbox::runners::TestResult;
+
+#[derive(Debug, Error)]
+pub enum ReproduceError {
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Localize(#[from] crate::localize::LocalizeError),
+    #[error("sandbox: {0}")]
+    Sandbox(#[from] crate::sandbox::SandboxError),
+    #[error("run directory: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+}
+
+impl ReproduceError {
+    pub fn hint(&self) -> Option<&'static str> {
+        match self {
+            ReproduceError::Store(e) => e.hint(),
+            ReproduceError::Localize(e) => e.hint(),
+            ReproduceError::Sandbox(_) => Some("`reproagent sandbox exec -- true` checks the sandbox on its own"),
+            _ => None,
+        }
+    }
+}
+
+/// Stage 1: where the fault may be.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LocalizationArtifact {
+    pub locations: Vec<Location>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Location {
+    pub file: String,
+    pub entity: Option<String>,
+    pub start_line: i64,
+    pub end_line: i64,
+    /// 0..1, relative to the strongest suspect.
+    pub confidence: f64,
+    pub rationale: String,
+}
+
+/// Stage 2: why it fails.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RootCause {
+    pub summary: String,
+    /// e.g. `crash`, `wrong-result`, `unexpected-exception`.
+    pub category: String,
+    /// From the entry point to the failure.
+    pub execution_path: Vec<PathStep>,
+    pub trigger_conditions: Vec<String>,
+    pub confidence: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PathStep {
+    pub file: String,
+    pub line: u32,
+    pub function: String,
+}
+
+/// Stage 3: how to show it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TestPlan {
+    /// The repository's framework (`pytest`, `node-test`, `junit4`...).
+    pub framework: String,
+    /// Where the test goes, relative to the repository root.
+    pub test_path: String,
+    /// How to run it.
+    pub command: String,
+    pub environment: Vec<String>,
+    /// The inputs the test builds (the issue's own code).
+    pub inputs: Vec<String>,
+    pub expected: Expected,
+}
+
+/// The failure the test must show today.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Expected {
+    /// Exception or assertion type, as the issue reports it.
+    pub kind: String,
+    /// Its message, when the issue gives one.
+    pub message: Option<String>,
+}
+
+/// Stage 4: the test, every run of it, every review.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Generation {
+    pub test_path: String,
+    pub test_code: String,
+    pub executions: Vec<Execution>,
+    pub reviews: Vec<Review>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Execution {
+    pub attempt: u32,
+    pub result: TestResult,
+}
+
+/// One check of the triple review: `aligned` (the test is about the issue), `logic` (the
+/// failure comes from the test's logic, not a syntax, import or setup error), `symptom`
+/// (the failure matches what the issue reports).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Review {
+    pub check: String,
+    pub passed: bool,
+    pub finding: Option<Finding>,
+}
+
+/// A structured finding that drives the next refinement.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Finding {
+    /// e.g. `wrong-exception`, `setup-error`, `passes-today`, `not-aligned`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The part at fault: `test`, `environment`, `issue`.
+    pub component: String,
+    pub description: String,
+    pub evidence: String,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Reproduced,
+    NotReproduced,
+    Error,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Reproduced => "reproduced",
+            Status::NotReproduced => "not reproduced",
+            Status::Error => "error",
+        }
+    }
+}
+
+/// The outcome of a run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Outcome {
+    pub status: Status,
+    pub reason: String,
+    pub run_id: String,
+    pub run_dir: String,
+    /// The test (when one was written), where it goes and how to run it.
+    pub test_path: Option<String>,
+    pub test_code: Option<String>,
+    pub command: Option<String>,
+    /// The failure the test shows today.
+    pub failure: Option<String>,
+    /// Set when `--write` put the test into the repository.
+    pub written: bool,
+}
+
+/// The run record: provenance and timings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub run_id: String,
+    pub issue_file: String,
+    pub model: String,
+    pub sandbox: String,
+    pub reproagent_version: String,
+    pub stages: Vec<StageTime>,
+    pub model_calls: u32,
+    pub tool_calls: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StageTime {
+    pub stage: String,
+    pub seconds: f64,
+}
+
+/// A run's directory and what it has written so far.
+pub struct RunDir {
+    pub id: String,
+    pub path: PathBuf,
+    started: Instant,
+    pub stages: Vec<StageTime>,
+}
+
+impl RunDir {
+    /// A new run directory under `root/.reproagent/runs/`.
+    pub fn create(root: &Path) -> Result<RunDir, ReproduceError> {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        // Sortable by time, unique by a hash of the session id (pid, nanoseconds, counter).
+        let salt = blake3::hash(crate::sandbox::new_session_id().as_bytes()).to_hex();
+        let id = format!("{}-{}", now.as_secs(), &salt[..8]);
+        let path = root.join(".reproagent").join("runs").join(&id);
+        std::fs::create_dir_all(&path)?;
+        Ok(RunDir { id, path, started: Instant::now(), stages: Vec::new() })
+    }
+
+    /// Write one artifact as pretty JSON.
+    pub fn write<T: Serialize>(&self, name: &str, value: &T) -> Result<(), ReproduceError> {
+        std::fs::write(self.path.join(name), serde_json::to_vec_pretty(value)?)?;
+        Ok(())
+    }
+
+    /// Close a stage: record its wall time since the previous one.
+    pub fn stage_done(&mut self, stage: &str) {
+        let total: f64 = self.stages.iter().map(|s| s.seconds).sum();
+        let now = self.started.elapsed().as_secs_f64();
+        self.stages.push(StageTime { stage: stage.to_string(), seconds: now - total });
+    }
+}
+
+/// The Markdown report of a run, from its artifacts.
+pub fn report(
+    title: &str,
+    outcome: &Outcome,
+    loc: Option<&LocalizationArtifact>,
+    cause: Option<&RootCause>,
+    plan: Option<&TestPlan>,
+    generation: Option<&Generation>,
+) -> String {
+    let mut md = format!("# Reproduction: {title}\n\n**Outcome: {}** — {}\n\n", outcome.status.as_str(), outcome.reason);
+    if let (Some(path), Some(cmd)) = (&outcome.test_path, &outcome.command) {
+        md.push_str(&format!("Test: `{path}`, run with `{cmd}`\n\n"));
+    }
+    if let Some(f) = &outcome.failure {
+        md.push_str(&format!("Failure today: `{f}`\n\n"));
+    }
+    if let Some(l) = loc {
+        md.push_str("## Localization\n\n");
+        for (i, x) in l.locations.iter().take(10).enumerate() {
+            md.push_str(&format!(
+                "{}. `{}` {} (confidence {:.2}): {}\n",
+                i + 1,
+                x.file,
+                x.entity.as_deref().map(|e| format!("`{e}`")).unwrap_or_default(),
+                x.confidence,
+                x.rationale
+            ));
+        }
+        md.push('\n');
+    }
+    if let Some(c) = cause {
+        md.push_str(&format!("## Root cause\n\n{} (category: {}, confidence {:.2})\n\n", c.summary, c.category, c.confidence));
+        for s in &c.execution_path {
+            md.push_str(&format!("- `{}:{}` in `{}`\n", s.file, s.line, s.function));
+        }
+        md.push('\n');
+    }
+    if let Some(p) = plan {
+        md.push_str(&format!(
+            "## Test plan\n\nFramework {}, test at `{}`, expected failure `{}{}`\n\n",
+            p.framework,
+            p.test_path,
+            p.expected.kind,
+            p.expected.message.as_deref().map(|m| format!(": {m}")).unwrap_or_default()
+        ));
+    }
+    if let Some(g) = generation {
+        md.push_str(&format!("## Generated test\n\n```\n{}```\n\n## Runs and reviews\n\n", g.test_code));
+        for e in &g.executions {
+            md.push_str(&format!("- run {}: {:?}, {} passed, {} failed", e.attempt, e.result.status, e.result.passed, e.result.failed));
+            if let Some(f) = e.result.failures.first() {
+                md.push_str(&format!(" — {}: {}", f.kind.as_deref().unwrap_or("?"), f.message));
+            }
+            md.push('\n');
+        }
+        for r in &g.reviews {
+            md.push_str(&format!("- review `{}`: {}", r.check, if r.passed { "passed" } else { "rejected" }));
+            if let Some(f) = &r.finding {
+                md.push_str(&format!(" — {} in {}: {} (evidence: {})", f.kind, f.component, f.description, f.evidence));
+            }
+            md.push('\n');
+        }
+    }
+    md
+}

@@ -1,0 +1,361 @@
+//! Tests built from what an issue carries: a code block or a doctest session becomes a
+//! test in the repository's framework, unchanged but for the wrapping it needs.
+
+use std::path::Path;
+
+use crate::lang::Lang;
+use crate::localize::IssueFacts;
+
+/// Runnable code found in an issue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snippet {
+    pub lang: Lang,
+    /// `js` for JavaScript, `python`, `java`.
+    pub dialect: &'static str,
+    pub code: String,
+    pub from_doctest: bool,
+}
+
+fn is_traceback_text(s: &str) -> bool {
+    s.contains("Traceback (most recent call last)")
+        || s.lines().any(|l| {
+            let t = l.trim_start();
+            t.starts_with("File \"") || t.starts_with("at ") && t.contains(".java:")
+        })
+}
+
+/// The statements of every doctest session (`>>> ` and `... ` lines), in order. A
+/// one-line expression whose shown output is a Python literal becomes an assertion of
+/// that output; a statement whose output is a traceback, or anything else, is run as is.
+fn doctest_statements(text: &str) -> Option<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut code = String::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let t = lines[i].trim_start();
+        let stmt = t.strip_prefix(">>> ").or_else(|| (t == ">>>").then_some(""));
+        let cont = t.strip_prefix("... ").or_else(|| (t == "...").then_some(""));
+        i += 1;
+        let Some(s) = stmt.or(cont) else { continue };
+        // The output: the lines up to the next prompt or blank line.
+        let mut output: Vec<&str> = Vec::new();
+        while i < lines.len() {
+            let n = lines[i].trim_start();
+            if n.is_empty() || n.starts_with(">>>") || n.starts_with("...") {
+                break;
+            }
+            output.push(n);
+            i += 1;
+        }
+        let next_is_cont = lines.get(i).is_some_and(|l| l.trim_start().starts_with("..."));
+        match (stmt.is_some() && !next_is_cont && is_expression(s), output.as_slice()) {
+            (true, [one]) if is_literal(one) => code.push_str(&format!("assert ({s}) == {one}\n")),
+            _ => {
+                code.push_str(s);
+                code.push('\n');
+            }
+        }
+    }
+    (!code.trim().is_empty()).then_some(code)
+}
+
+/// A statement that is an expression: no keyword opens it, no top-level `=` assigns.
+fn is_expression(s: &str) -> bool {
+    const OPENERS: &[&str] = &[
+        "import ", "from ", "def ", "class ", "for ", "while ", "if ", "with ", "try:", "return", "raise ", "assert ",
+        "del ", "pass", "print(", "async ", "await ", "global ", "lambda",
+    ];
+    if s.trim().is_empty() || OPENERS.iter().any(|o| s.starts_with(o)) || s.trim_end().ends_with(':') {
+        return false;
+    }
+    let b = s.as_bytes();
+    let mut depth = 0i32;
+    let mut quote: Option<u8> = None;
+    for (k, &c) in b.iter().enumerate() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None => match c {
+                b'\'' | b'"' => quote = Some(c),
+                b'(' | b'[' | b'{' => depth += 1,
+                b')' | b']' | b'}' => depth -= 1,
+                b'=' if depth == 0 => {
+                    let prev = if k > 0 { b[k - 1] } else { b' ' };
+                    let next = b.get(k + 1).copied().unwrap_or(b' ');
+                    if next != b'=' && !matches!(prev, b'=' | b'!' | b'<' | b'>') {
+                        return false;
+                    }
+                }
+                _ => {}
+            },
+        }
+    }
+    true
+}
+
+/// A shown output that is a Python literal: a number, a quoted string, True, False,
+/// None, or a bracketed collection of such.
+fn is_literal(s: &str) -> bool {
+    let s = s.trim();
+    if matches!(s, "True" | "False" | "None") || s.parse::<f64>().is_ok() {
+        return true;
+    }
+    let quoted = |q: char| s.len() >= 2 && s.starts_with(q) && s.ends_with(q);
+    if quoted('\'') || quoted('"') {
+        return true;
+    }
+    let bracketed = (s.starts_with('[') && s.ends_with(']')) || (s.starts_with('(') && s.ends_with(')')) || (s.starts_with('{') && s.ends_with('}'));
+    bracketed && !s.contains('<')
+}
+
+/// The first runnable snippet in the issue for one of the repository's languages.
+pub fn find_snippet(facts: &IssueFacts, raw: &str, repo_langs: &[Lang]) -> Option<Snippet> {
+    let py = repo_langs.contains(&Lang::Python);
+    let js = repo_langs.contains(&Lang::TypeScript);
+    let java = repo_langs.contains(&Lang::Java);
+    if py {
+        if let Some(code) = doctest_statements(raw) {
+            return Some(Snippet { lang: Lang::Python, dialect: "python", code, from_doctest: true });
+        }
+    }
+    for (tag, body) in &facts.code_blocks {
+        let tag = tag.to_lowercase();
+        let tag = tag.split_whitespace().next().unwrap_or("");
+        if body.trim().is_empty() || is_traceback_text(body) {
+            continue;
+        }
+        match tag {
+            "python" | "py" | "python3" | "pycon" if py => {
+                return Some(Snippet { lang: Lang::Python, dialect: "python", code: body.clone(), from_doctest: false })
+            }
+            "js" | "javascript" | "mjs" | "node" if js => {
+                return Some(Snippet { lang: Lang::TypeScript, dialect: "js", code: body.clone(), from_doctest: false })
+            }
+            "java" if java => return Some(Snippet { lang: Lang::Java, dialect: "java", code: body.clone(), from_doctest: false }),
+            "" if py && looks_like_python(body) => {
+                return Some(Snippet { lang: Lang::Python, dialect: "python", code: body.clone(), from_doctest: false })
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+fn looks_like_python(body: &str) -> bool {
+    body.lines().any(|l| {
+        let t = l.trim_start();
+        t.starts_with("import ") || t.starts_with("from ") && t.contains(" import ") || t.starts_with("def ") || t.starts_with("assert ")
+    })
+}
+
+/// The languages an issue's code is written in, by its fences and stack frames.
+pub fn issue_langs(facts: &IssueFacts) -> Vec<Lang> {
+    let mut out = Vec::new();
+    for (tag, _) in &facts.code_blocks {
+        let l = match tag.to_lowercase().split_whitespace().next().unwrap_or("") {
+            "python" | "py" | "python3" | "pycon" => Some(Lang::Python),
+            "js" | "javascript" | "ts" | "typescript" | "tsx" | "jsx" | "mjs" => Some(Lang::TypeScript),
+            "java" => Some(Lang::Java),
+            _ => None,
+        };
+        if let Some(l) = l {
+            if !out.contains(&l) {
+                out.push(l);
+            }
+        }
+    }
+    for f in &facts.frames {
+        let l = Lang::of_path(Path::new(&f.path));
+        if let Some(l) = l {
+            if !out.contains(&l) {
+                out.push(l);
+            }
+        }
+    }
+    out
+}
+
+fn slug(s: &str, max: usize) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('_') && !out.is_empty() {
+            out.push('_');
+        }
+        if out.len() >= max {
+            break;
+        }
+    }
+    out.trim_end_matches('_').to_string()
+}
+
+/// A generated test: where it goes and what it says.
+#[derive(Debug, Clone)]
+pub struct TestFile {
+    pub path: String,
+    pub code: String,
+    pub framework: &'static str,
+}
+
+/// Where the repository keeps its tests: the first of these directories that exists.
+fn test_dir(root: &Path, candidates: &[&str]) -> Option<String> {
+    candidates.iter().find(|d| root.join(d).is_dir()).map(|d| d.to_string())
+}
+
+/// Build the test for a snippet. `stem` names the file (from the issue's file name),
+/// `title` the test.
+pub fn build(root: &Path, snippet: &Snippet, stem: &str, title: &str, expected: Option<(&str, Option<&str>)>) -> TestFile {
+    let name = {
+        let s = slug(title, 48);
+        if s.is_empty() {
+            "issue".to_string()
+        } else {
+            s
+        }
+    };
+    let what = match expected {
+        Some((k, Some(m))) => format!("{k}: {m}"),
+        Some((k, None)) => k.to_string(),
+        None => "the assertion the issue gives".to_string(),
+    };
+    let stem = slug(stem, 40);
+    match snippet.dialect {
+        "python" => {
+            let (imports, body): (Vec<&str>, Vec<&str>) =
+                snippet.code.lines().partition(|l| l.starts_with("import ") || l.starts_with("from "));
+            let dir = test_dir(root, &["tests", "test"]);
+            let file = format!("test_reproduce_{stem}.py");
+            let path = dir.map(|d| format!("{d}/{file}")).unwrap_or(file);
+            let mut code = format!(
+                "\"\"\"Reproduces: {}\n\nBuilt by reproagent from the code in the issue. Fails today with {what},\nas the issue reports; passes once the bug is fixed.\n\"\"\"\n\n",
+                title.replace("\"\"\"", "'''")
+            );
+            for i in &imports {
+                code.push_str(i);
+                code.push('\n');
+            }
+            if !imports.is_empty() {
+                code.push_str("\n\n");
+            }
+            code.push_str(&format!("def test_{name}():\n"));
+            let mut any = false;
+            let body: Vec<&str> = body.into_iter().skip_while(|l| l.trim().is_empty()).collect();
+            for l in body {
+                if l.trim().is_empty() {
+                    code.push('\n');
+                } else {
+                    any = true;
+                    code.push_str("    ");
+                    code.push_str(l);
+                    code.push('\n');
+                }
+            }
+            if !any {
+                code.push_str("    pass\n");
+            }
+            TestFile { path, code, framework: "pytest" }
+        }
+        "js" => {
+            // node:test; the snippet's imports move to the top, relative ones re-rooted
+            // from the repository root to the test directory.
+            let dir = test_dir(root, &["test", "tests", "__tests__"]);
+            let up = if dir.is_some() { "../" } else { "./" };
+            let file = format!("reproduce-{}.test.mjs", stem.replace('_', "-"));
+            let path = dir.map(|d| format!("{d}/{file}")).unwrap_or(file);
+            let (imports, body): (Vec<&str>, Vec<&str>) = snippet.code.lines().partition(|l| l.trim_start().starts_with("import "));
+            let mut code = format!("// Reproduces: {title}\n// Built by reproagent from the code in the issue. Fails today with {what}.\nimport {{ test }} from 'node:test';\n");
+            for i in imports {
+                code.push_str(&i.replace("'./", &format!("'{up}")).replace("\"./", &format!("\"{up}")));
+                code.push('\n');
+            }
+            code.push_str(&format!("\ntest('{}', async () => {{\n", title.replace('\'', "\\'")));
+            for l in body.into_iter().skip_while(|l| l.trim().is_empty()) {
+                code.push_str("  ");
+                code.push_str(l);
+                code.push('\n');
+            }
+            code.push_str("});\n");
+            TestFile { path, code, framework: "node-test" }
+        }
+        _ => {
+            // JUnit 4: the statements in one test method; the snippet's imports, plus
+            // every package of the repository on demand.
+            let class = format!("Reproduce{}Test", camel(&stem));
+            let dir = if root.join("src/test/java").is_dir() || root.join("src/main/java").is_dir() {
+                "src/test/java".to_string()
+            } else {
+                "test".to_string()
+            };
+            let path = format!("{dir}/{class}.java");
+            let (imports, body): (Vec<&str>, Vec<&str>) = snippet.code.lines().partition(|l| l.trim_start().starts_with("import "));
+            let mut code = format!("// Reproduces: {title}\n// Built by reproagent from the code in the issue. Fails today with {what}.\n");
+            for p in java_packages(root) {
+                code.push_str(&format!("import {p}.*;\n"));
+            }
+            for i in imports {
+                code.push_str(i.trim());
+                code.push('\n');
+            }
+            code.push_str(&format!("\npublic class {class} {{\n    @org.junit.Test\n    public void reproducesTheIssue() throws Exception {{\n"));
+            for l in body.into_iter().skip_while(|l| l.trim().is_empty()) {
+                code.push_str("        ");
+                code.push_str(l);
+                code.push('\n');
+            }
+            code.push_str("    }\n}\n");
+            TestFile { path, code, framework: "junit4" }
+        }
+    }
+}
+
+fn camel(s: &str) -> String {
+    s.split('_').filter(|p| !p.is_empty()).map(|p| {
+        let mut c = p.chars();
+        match c.next() {
+            Some(f) => f.to_ascii_uppercase().to_string() + c.as_str(),
+            None => String::new(),
+        }
+    }).collect()
+}
+
+/// The packages declared by the repository's Java files.
+fn java_packages(root: &Path) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let (files, _) = crate::index::walk(root, false);
+    for f in files.iter().filter(|f| f.lang == Lang::Java) {
+        if let Ok(text) = std::fs::read_to_string(&f.abs) {
+            if let Some(line) = text.lines().find(|l| l.trim_start().starts_with("package ")) {
+                let p = line.trim().trim_start_matches("package").trim().trim_end_matches(';').trim().to_string();
+                if !p.is_empty() && !out.contains(&p) {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doctest_sessions_become_statements_and_assertions() {
+        let text = ">>> from d import p\n>>> p('1h')\n3600\n>>> x = p('2h')\n>>> for y in [1]:\n...     p(y)\n>>> p('bad')\nTraceback (most recent call last):\nValueError: bad\n>>> p(unit='s') == 1\nTrue\n";
+        assert_eq!(
+            doctest_statements(text).unwrap(),
+            "from d import p\nassert (p('1h')) == 3600\nx = p('2h')\nfor y in [1]:\n    p(y)\np('bad')\nassert (p(unit='s') == 1) == True\n"
+        );
+    }
+
+    #[test]
+    fn python_tests_hoist_imports() {
+        let s = Snippet { lang: Lang::Python, dialect: "python", code: "from a import f\n\nassert f() == 1\n".into(), from_doctest: false };
+        let dir = tempfile::tempdir().unwrap();
+        let t = build(dir.path(), &s, "1234", "f returns 2", Some(("AssertionError", None)));
+        assert_eq!(t.path, "test_reproduce_1234.py");
+        assert!(t.code.contains("from a import f\n\n\ndef test_f_returns_2():\n    assert f() == 1\n"), "{}", t.code);
+    }
+}
