@@ -36,6 +36,7 @@ pub struct Server {
     registry: Arc<Registry>,
     ctx: Arc<ToolContext>,
     tools: Arc<Vec<McpTool>>,
+    instructions: Arc<String>,
 }
 
 impl Server {
@@ -50,7 +51,14 @@ impl Server {
                 McpTool::new(t.name(), t.description(), Arc::new(schema))
             })
             .collect();
-        Server { registry: Arc::new(registry), ctx: Arc::new(ctx), tools: Arc::new(tools) }
+        let names: Vec<&str> = registry.tools().map(|t| t.name()).collect();
+        let instructions = format!(
+            "Tools over one indexed repository ({}): {}. Paths are relative to the repository root. \
+             Outputs are bounded and say how to get the rest; errors come as results with a hint.",
+            ctx.root().display(),
+            names.join(", ")
+        );
+        Server { registry: Arc::new(registry), ctx: Arc::new(ctx), tools: Arc::new(tools), instructions: Arc::new(instructions) }
     }
 }
 
@@ -68,11 +76,7 @@ impl ServerHandler for Server {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("reproagent", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "Retrieval tools over one indexed repository: ls, find, grep, read_file (paths relative to the \
-                 repository root), the code graph (find_entity, class_structure, callers, callees, call_chain, \
-                 imports, tests_for) and sequential_thinking. Outputs are bounded and say how to get the rest.",
-            )
+            .with_instructions(self.instructions.as_str())
     }
 
     async fn list_tools(

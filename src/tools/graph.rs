@@ -124,7 +124,7 @@ const CLASS_MEMBERS: usize = 200;
 
 impl TypedTool for ClassStructure {
     const NAME: &'static str = "class_structure";
-    const DESCRIPTION: &'static str = "A class, interface or enum: its direct bases (as written, and resolved), resolved ancestors, subclasses, methods, fields, and which methods override an ancestor's. Bounded: 200 methods and 200 fields.";
+    const DESCRIPTION: &'static str = "A class, interface or enum: its direct bases (as written, and resolved), resolved ancestors, subclasses, methods, fields, and which methods override an ancestor's. Bounded: 200 of each list.";
     type Args = EntityArgs;
     type Output = ClassStructureOutput;
 
@@ -138,11 +138,18 @@ impl TypedTool for ClassStructure {
                 id, info.class.kind
             )));
         }
-        let (m, f) = (info.methods.len(), info.fields.len());
-        let truncated = m > CLASS_MEMBERS || f > CLASS_MEMBERS;
+        let (m, f, sub) = (info.methods.len(), info.fields.len(), info.subclasses.len());
+        let truncated = m > CLASS_MEMBERS || f > CLASS_MEMBERS || sub > CLASS_MEMBERS || info.overrides.len() > CLASS_MEMBERS;
         info.methods.truncate(CLASS_MEMBERS);
         info.fields.truncate(CLASS_MEMBERS);
-        let note = truncated.then(|| format!("{m} methods and {f} fields, showing the first {CLASS_MEMBERS} of each; read_file the class for the rest"));
+        info.subclasses.truncate(CLASS_MEMBERS);
+        info.overrides.truncate(CLASS_MEMBERS);
+        let note = truncated.then(|| {
+            format!(
+                "{m} methods, {f} fields, {sub} subclasses: showing the first {CLASS_MEMBERS} of each; \
+                 read_file the class, or find_entity with kind, for the rest"
+            )
+        });
         Ok(ClassStructureOutput {
             class: info.class,
             bases: info.bases.into_iter().map(|(name, id)| Base { name, id }).collect(),
