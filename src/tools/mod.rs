@@ -212,6 +212,11 @@ fn check_types(schema: &Value, args: &Value) -> Result<(), String> {
         if !ok {
             return Err(format!("argument `{k}` must be {}, got {actual}", types.join(" or ")));
         }
+        if let (Some(min), Some(n)) = (p.get("minimum").and_then(Value::as_f64), v.as_f64()) {
+            if n < min {
+                return Err(format!("argument `{k}` must be at least {min}, got {n}"));
+            }
+        }
     }
     Ok(())
 }

@@ -120,6 +120,7 @@ fn bad_input_gets_clear_errors() {
     let s = shop();
     insta::assert_snapshot!("err_unknown_tool", s.err("grpe", json!({"pattern": "x"})));
     insta::assert_snapshot!("err_wrong_type", s.err("callers", json!({"name": "checkout", "depth": "two"})));
+    insta::assert_snapshot!("err_negative", s.err("grep", json!({"pattern": "x", "offset": -3})));
     insta::assert_snapshot!("err_missing_arg", s.err("grep", json!({"path": "core"})));
     insta::assert_snapshot!("err_unknown_arg", s.err("grep", json!({"patern": "x"})));
     insta::assert_snapshot!("err_not_an_object", s.err("ls", json!(["core"])));
