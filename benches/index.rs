@@ -9,7 +9,9 @@
 //! Per corpus, in one run: parse-only time (tree-sitter alone, `index::parse_only`) and
 //! full index time (`full = true`) with the same threads, alternating, each repeated and
 //! reported as the median; then incremental re-indexes after appending a comment line to
-//! one file, no-op re-indexes, and a phase breakdown that mirrors `index::run` step by step.
+//! one file, and no-op re-indexes. Only the public API is used (`index::run`,
+//! `index::parse_only`, `index::walk`); where the time goes inside `run` is for
+//! `benches/profile.sh` (perf) to say.
 //!
 //! Environment:
 //!   REPROAGENT_BENCH_RUNS=3            repetitions of each timed step (median reported)
@@ -21,13 +23,12 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rayon::prelude::*;
-use reproagent::extract::{content_hash, Extractor, FileFacts, Limits};
+use reproagent::extract::Limits;
 use reproagent::index::{self, Options, Summary};
-use reproagent::{resolve, store};
+use reproagent::lang::{is_test_path, Lang};
 use serde::{Deserialize, Serialize};
 
 struct Corpus {
@@ -88,13 +89,14 @@ struct CorpusResult {
     edges: usize,
     edges_by_how: BTreeMap<String, usize>,
     syntax_error_files: usize,
-    /// Non-test files with syntax errors: path, error nodes, first error (line:col, text).
-    syntax_error_paths: Vec<(String, u32, String)>,
+    /// Non-test files with syntax errors: path, first error (line:col, text).
+    syntax_error_paths: Vec<(String, String)>,
     syntax_error_test_files: usize,
     syntax_error_test_examples: Vec<String>,
     skipped: Vec<(String, String)>,
     over_default_size_limit: Vec<(String, u64)>,
     index_bytes: u64,
+    index_files: Vec<String>,
     runs: Vec<ThreadRun>,
     touched: String,
     incr_threads: usize,
@@ -102,11 +104,7 @@ struct CorpusResult {
     incremental_notes: Vec<String>,
     incr_peak_kb: u64,
     unchanged_s: Vec<f64>,
-    phases_full: Vec<(String, f64)>,
-    phases_incr: Vec<(String, f64)>,
     process_peak_kb: u64,
-    rows: Vec<(String, usize)>,
-    facts_json_bytes: u64,
     loadavg: Vec<String>,
 }
 
@@ -276,11 +274,13 @@ fn child(c: &Corpus) -> anyhow::Result<CorpusResult> {
     r.syntax_error_files = summary.files_with_syntax_errors;
     r.skipped = summary.skipped.iter().map(|s| (s.path.clone(), s.reason.clone())).collect();
     r.index_bytes = dir_size(&root.join(".reproagent"));
+    r.index_files = list_sizes(&root.join(".reproagent"));
 
     // Files and lines of what was indexed (the walk minus the skipped files).
     let (files, _) = index::walk(&root, false);
     r.files_walked = files.len();
-    let skipped: std::collections::HashSet<&str> = r.skipped.iter().map(|(p, _)| p.as_str()).collect();
+    let skipped_list = r.skipped.clone();
+    let skipped: std::collections::HashSet<&str> = skipped_list.iter().map(|(p, _)| p.as_str()).collect();
     let default_max = Limits::default().max_bytes;
     for sf in &files {
         let Ok(bytes) = std::fs::read(&sf.abs) else { continue };
@@ -325,25 +325,28 @@ fn child(c: &Corpus) -> anyhow::Result<CorpusResult> {
         eprintln!("  no-op {}/{runs}: {:.3}s ({})", rep + 1, d.as_secs_f64(), s.mode);
     }
 
-    // Where the time goes: the steps of index::run, timed one by one.
-    let (phases, facts, rows, facts_json_bytes) = profile_full(&root, tmp.path(), threads, limits)?;
-    r.phases_full = phases;
-    r.rows = rows;
-    r.facts_json_bytes = facts_json_bytes;
-    for f in facts.iter().filter(|f| f.syntax_errors > 0) {
-        if f.is_test {
+    // Which files have syntax errors, and where the first one is (untimed).
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
+    let errors: Vec<(String, bool, String)> = pool.install(|| {
+        files
+            .par_iter()
+            .filter(|sf| !skipped.contains(sf.rel.as_str()))
+            .filter_map(|sf| {
+                let first = first_error(&sf.abs, sf.lang, &sf.rel)?;
+                Some((sf.rel.clone(), is_test_path(&sf.lang.descriptor().tests, &sf.rel), first))
+            })
+            .collect()
+    });
+    for (path, is_test, first) in errors {
+        if is_test {
             r.syntax_error_test_files += 1;
             if r.syntax_error_test_examples.len() < 10 {
-                r.syntax_error_test_examples.push(f.path.clone());
+                r.syntax_error_test_examples.push(path);
             }
         } else {
-            let first = first_error(&root.join(&f.path), f.lang, &f.path).unwrap_or_default();
-            r.syntax_error_paths.push((f.path.clone(), f.syntax_errors, first));
+            r.syntax_error_paths.push((path, first));
         }
     }
-    drop(facts);
-    append_comment(&touch, c.comment, runs)?;
-    r.phases_incr = profile_incremental(&root, threads, limits)?;
 
     r.loadavg.push(loadavg());
     r.process_peak_kb = status_kb("VmHWM").max(r.runs.iter().map(|t| t.full_peak_kb.max(t.parse_peak_kb)).max().unwrap_or(0));
@@ -351,7 +354,7 @@ fn child(c: &Corpus) -> anyhow::Result<CorpusResult> {
 }
 
 /// Where the first ERROR or MISSING node of a file is, and the line it is on.
-fn first_error(abs: &Path, lang: reproagent::lang::Lang, rel: &str) -> Option<String> {
+fn first_error(abs: &Path, lang: Lang, rel: &str) -> Option<String> {
     let src = std::fs::read(abs).ok()?;
     let mut parser = tree_sitter::Parser::new();
     parser.set_language(&lang.ts_language(rel)).ok()?;
@@ -410,6 +413,19 @@ fn dir_size(dir: &Path) -> u64 {
         .sum()
 }
 
+fn list_sizes(dir: &Path) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut v: Vec<String> = rd
+        .flatten()
+        .map(|e| {
+            let size = if e.path().is_dir() { dir_size(&e.path()) } else { e.metadata().map(|m| m.len()).unwrap_or(0) };
+            format!("{} {:.1} MiB", e.file_name().to_string_lossy(), size as f64 / 1048576.0)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
 fn count_lines(bytes: &[u8]) -> u64 {
     let n = memchr::memchr_iter(b'\n', bytes).count() as u64;
     n + u64::from(!bytes.is_empty() && bytes.last() != Some(&b'\n'))
@@ -451,16 +467,6 @@ fn cpu_s() -> f64 {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
-/// CPU time of the calling thread.
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime fills the struct it is given.
-    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
-        return Duration::ZERO;
-    }
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
 fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
@@ -469,139 +475,6 @@ fn loadavg() -> String {
 
 fn peak_kb() -> u64 {
     status_kb("VmHWM")
-}
-
-/// The steps of a full `index::run`, one by one: walk, read+hash+extract in parallel
-/// (with the per-file CPU time of each split out), resolve, encode, write.
-#[allow(clippy::type_complexity)]
-fn profile_full(
-    root: &Path,
-    scratch: &Path,
-    threads: usize,
-    limits: Limits,
-) -> anyhow::Result<(Vec<(String, f64)>, Vec<FileFacts>, Vec<(String, usize)>, u64)> {
-    let mut ph = Vec::new();
-    let all = Instant::now();
-    let t = Instant::now();
-    let (files, _) = index::walk(root, false);
-    ph.push(("walk".to_string(), t.elapsed().as_secs_f64()));
-
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
-    let (read_ns, hash_ns, extract_ns) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
-    let add = |a: &AtomicU64, d: Duration| a.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
-    let t = Instant::now();
-    let facts: Vec<FileFacts> = pool.install(|| {
-        files
-            .par_iter()
-            .map_init(
-                || Extractor::new(limits),
-                |ex, sf| {
-                    let t0 = thread_cpu();
-                    let bytes = std::fs::read(&sf.abs).ok()?;
-                    let t1 = thread_cpu();
-                    let hash = content_hash(&bytes);
-                    let t2 = thread_cpu();
-                    let f = ex.extract_bytes(&sf.rel, sf.lang, &bytes, hash).ok();
-                    let t3 = thread_cpu();
-                    add(&read_ns, t1.saturating_sub(t0));
-                    add(&hash_ns, t2.saturating_sub(t1));
-                    add(&extract_ns, t3.saturating_sub(t2));
-                    f
-                },
-            )
-            .flatten()
-            .collect()
-    });
-    ph.push((format!("read+hash+extract, wall ({threads} threads)"), t.elapsed().as_secs_f64()));
-    let cpu = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64 / 1e9;
-    ph.push(("  of which read, CPU s (all threads)".into(), cpu(&read_ns)));
-    ph.push(("  of which hash, CPU s (all threads)".into(), cpu(&hash_ns)));
-    ph.push(("  of which parse+extract, CPU s (all threads)".into(), cpu(&extract_ns)));
-
-    let t = Instant::now();
-    let rows = resolve::resolve(&facts);
-    ph.push(("resolve".into(), t.elapsed().as_secs_f64()));
-    let t = Instant::now();
-    let encoded = store::encode_facts(&facts);
-    ph.push(("encode facts (JSON)".into(), t.elapsed().as_secs_f64()));
-    let t = Instant::now();
-    let db = scratch.join("profile").join("graph.db");
-    store::write_full(&db, root, &rows, &encoded)?;
-    ph.push(("write_full (Cozo mem import + SQLite backup)".into(), t.elapsed().as_secs_f64()));
-    ph.push(("total".into(), all.elapsed().as_secs_f64()));
-    let counts = vec![
-        ("file".to_string(), rows.file.len()),
-        ("entity".into(), rows.entity.len()),
-        ("contains".into(), rows.contains.len()),
-        ("calls".into(), rows.calls.len()),
-        ("call_site".into(), rows.call_site.len()),
-        ("imports".into(), rows.imports.len()),
-        ("inherits".into(), rows.inherits.len()),
-        ("test_of".into(), rows.test_of.len()),
-        ("index_facts".into(), encoded.len()),
-    ];
-    let json_bytes = encoded.iter().map(|(p, d)| (p.len() + d.len()) as u64).sum();
-    Ok((ph, facts, counts, json_bytes))
-}
-
-/// The steps of an incremental `index::run` after one file changed.
-fn profile_incremental(root: &Path, threads: usize, limits: Limits) -> anyhow::Result<Vec<(String, f64)>> {
-    let mut ph = Vec::new();
-    let all = Instant::now();
-    let t = Instant::now();
-    let st = store::open(&store::db_path(root))?;
-    ph.push(("open store".to_string(), t.elapsed().as_secs_f64()));
-    let t = Instant::now();
-    let old = st.load_facts()?;
-    ph.push(("load_facts (query + JSON decode)".into(), t.elapsed().as_secs_f64()));
-    let old_by_path: std::collections::HashMap<&str, &FileFacts> = old.iter().map(|f| (f.path.as_str(), f)).collect();
-    let t = Instant::now();
-    let (files, _) = index::walk(root, false);
-    ph.push(("walk".into(), t.elapsed().as_secs_f64()));
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
-    let t = Instant::now();
-    let new: Vec<FileFacts> = pool.install(|| {
-        files
-            .par_iter()
-            .map_init(
-                || Extractor::new(limits),
-                |ex, sf| {
-                    let bytes = std::fs::read(&sf.abs).ok()?;
-                    let hash = content_hash(&bytes);
-                    match old_by_path.get(sf.rel.as_str()) {
-                        Some(o) if o.hash == hash => Some((*o).clone()),
-                        _ => ex.extract_bytes(&sf.rel, sf.lang, &bytes, hash).ok(),
-                    }
-                },
-            )
-            .flatten()
-            .collect()
-    });
-    ph.push((format!("read+hash all, extract changed ({threads} threads)"), t.elapsed().as_secs_f64()));
-    let t = Instant::now();
-    let new_rows = resolve::resolve(&new);
-    ph.push(("resolve new".into(), t.elapsed().as_secs_f64()));
-    let t = Instant::now();
-    let old_rows = resolve::resolve(&old);
-    ph.push(("resolve old".into(), t.elapsed().as_secs_f64()));
-    let t = Instant::now();
-    let changed: Vec<FileFacts> = new
-        .iter()
-        .filter(|f| old_by_path.get(f.path.as_str()).is_none_or(|o| o.hash != f.hash))
-        .cloned()
-        .collect();
-    let old_changed: Vec<FileFacts> = old
-        .iter()
-        .filter(|f| new.binary_search_by(|n| n.path.cmp(&f.path)).map_or(true, |i| new[i].hash != f.hash))
-        .cloned()
-        .collect();
-    let d = store::diff(&old_rows, &new_rows, &store::encode_facts(&old_changed), &store::encode_facts(&changed));
-    ph.push((format!("diff ({} changed rows)", d.changed_rows), t.elapsed().as_secs_f64()));
-    let t = Instant::now();
-    st.apply(d, root)?;
-    ph.push(("apply (one Cozo transaction)".into(), t.elapsed().as_secs_f64()));
-    ph.push(("total".into(), all.elapsed().as_secs_f64()));
-    Ok(ph)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -718,27 +591,10 @@ fn print_report(results: &[CorpusResult]) {
             r.incremental_s.iter().map(|x| format!("{x:.3}")).collect::<Vec<_>>().join(" / "),
             r.unchanged_s.iter().map(|x| format!("{x:.3}")).collect::<Vec<_>>().join(" / ")
         );
-        println!(
-            "- rows: {}; stored facts JSON {:.1} MiB; index on disk {:.1} MiB",
-            r.rows.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "),
-            r.facts_json_bytes as f64 / 1048576.0,
-            r.index_bytes as f64 / 1048576.0
-        );
+        println!("- index on disk {:.1} MiB ({})", r.index_bytes as f64 / 1048576.0, r.index_files.join(", "));
         println!("- load average (1/5/15 min) at start / end: {}", r.loadavg.join(" / "));
         for n in &r.incremental_notes {
             println!("- NOTE: {n}");
-        }
-        println!();
-        println!("| full index step ({} threads) | s |", r.incr_threads);
-        println!("|---|---:|");
-        for (k, v) in &r.phases_full {
-            println!("| {k} | {v:.3} |");
-        }
-        println!();
-        println!("| incremental step | s |");
-        println!("|---|---:|");
-        for (k, v) in &r.phases_incr {
-            println!("| {k} | {v:.3} |");
         }
         println!();
         if r.skipped.is_empty() {
@@ -764,13 +620,14 @@ fn print_report(results: &[CorpusResult]) {
         println!();
         let shown = 50;
         println!(
-            "Files with syntax errors: {} ({} test files, {} others)",
+            "Files with syntax errors: {} by tree-sitter, {} by the index ({} test files, {} others)",
             r.syntax_error_paths.len() + r.syntax_error_test_files,
+            r.syntax_error_files,
             r.syntax_error_test_files,
             r.syntax_error_paths.len()
         );
-        for (p, n, first) in r.syntax_error_paths.iter().take(shown) {
-            println!("- `{p}`: {n} error/missing nodes; first at {first}");
+        for (p, first) in r.syntax_error_paths.iter().take(shown) {
+            println!("- `{p}`: first at {first}");
         }
         if r.syntax_error_paths.len() > shown {
             println!("- ... and {} more non-test files", r.syntax_error_paths.len() - shown);
