@@ -10,6 +10,7 @@ pub mod graph;
 pub mod index;
 pub mod lang;
 pub mod localize;
+pub mod model;
 pub mod resolve;
 pub mod store;
 pub mod sandbox;

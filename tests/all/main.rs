@@ -5,5 +5,7 @@ mod common;
 mod fixtures;
 mod index;
 mod localize;
+mod model;
 mod sandbox;
 mod search;
+mod support;
