@@ -207,7 +207,7 @@ fn io_fault(e: &io::Error) -> Fault {
 }
 
 /// The first `io::Error` in an error's source chain.
-fn find_io_error<'a>(e: &'a ureq::Transport) -> Option<&'a io::Error> {
+fn find_io_error(e: &ureq::Transport) -> Option<&io::Error> {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = e.source();
     while let Some(err) = cur {
         if let Some(ioe) = err.downcast_ref::<io::Error>() {
