@@ -2,7 +2,8 @@
 //! code knowledge graph (CozoDB) built with tree-sitter.
 //!
 //! The library is what the CLI, the MCP server and Rust callers share: [`index`] builds
-//! and updates the graph, [`graph`] answers queries over it.
+//! and updates the graph, [`graph`] answers queries over it, [`model`] talks to the LLM
+//! (or replays a cassette of it).
 
 pub mod cli;
 pub mod extract;
@@ -11,6 +12,7 @@ pub mod index;
 pub mod lang;
 pub mod localize;
 pub mod mcp;
+pub mod model;
 pub mod reproduce;
 pub mod resolve;
 pub mod store;

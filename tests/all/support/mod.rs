@@ -1,0 +1,3 @@
+//! Test doubles shared by the test modules.
+
+pub mod scripted_server;
