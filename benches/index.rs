@@ -618,7 +618,7 @@ fn print_report(results: &[CorpusResult]) {
             );
         }
         println!();
-        let shown = 50;
+        let shown = 25;
         println!(
             "Files with syntax errors: {} by tree-sitter, {} by the index ({} test files, {} others)",
             r.syntax_error_paths.len() + r.syntax_error_test_files,
@@ -626,7 +626,21 @@ fn print_report(results: &[CorpusResult]) {
             r.syntax_error_test_files,
             r.syntax_error_paths.len()
         );
-        for (p, first) in r.syntax_error_paths.iter().take(shown) {
+        // By directory (two levels), then the files, those outside any test-looking
+        // directory first: errors there are more likely grammar or indexer bugs.
+        let mut by_dir: BTreeMap<String, usize> = BTreeMap::new();
+        for (p, _) in &r.syntax_error_paths {
+            let parts: Vec<&str> = p.split('/').collect();
+            let dir = if parts.len() > 2 { parts[..2].join("/") } else { parts[..parts.len() - 1].join("/") };
+            *by_dir.entry(if dir.is_empty() { ".".into() } else { dir }).or_insert(0) += 1;
+        }
+        if by_dir.len() > 1 {
+            println!("- by directory: {}", by_dir.iter().map(|(d, n)| format!("`{d}/` {n}")).collect::<Vec<_>>().join(", "));
+        }
+        let testish = |p: &str| p.split('/').rev().skip(1).any(|d| d.contains("test") || d == "baselines");
+        let mut listed: Vec<&(String, String)> = r.syntax_error_paths.iter().collect();
+        listed.sort_by_key(|(p, _)| (testish(p), p.clone()));
+        for (p, first) in listed.into_iter().take(shown) {
             println!("- `{p}`: first at {first}");
         }
         if r.syntax_error_paths.len() > shown {

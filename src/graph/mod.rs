@@ -154,7 +154,8 @@ pub fn nearest(store: &Store, query: &str, limit: usize) -> Result<Vec<String>, 
     Ok(scored.into_iter().take(limit).map(|(_, id)| id).collect())
 }
 
-fn levenshtein(a: &str, b: &str) -> usize {
+/// Edit distance between two strings, by characters.
+pub fn levenshtein(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut prev: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {

@@ -108,6 +108,9 @@ pub struct Summary {
     pub rows_written: usize,
     pub threads: usize,
     pub seconds: f64,
+    /// Wall seconds per phase: walk+parse (with reading stored facts), resolve, graph
+    /// store, keyword store.
+    pub phases: BTreeMap<String, f64>,
 }
 
 impl Summary {
@@ -300,6 +303,13 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
             .collect()
     });
     pb.finish_and_clear();
+    let mut phases: BTreeMap<String, f64> = BTreeMap::new();
+    let mut lap = Instant::now();
+    let mut mark = |name: &str, phases: &mut BTreeMap<String, f64>| {
+        *phases.entry(name.to_string()).or_insert(0.0) += lap.elapsed().as_secs_f64();
+        lap = Instant::now();
+    };
+    phases.insert("1 walk, read, parse".into(), started.elapsed().as_secs_f64());
 
     let mut new_facts = Vec::with_capacity(results.len());
     // Keyword documents of the files parsed in this run, in path order.
@@ -319,6 +329,7 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
     let removed = old_facts.iter().filter(|f| !new_paths.contains(f.path.as_str())).count();
 
     let new_rows = resolve(&new_facts);
+    mark("2 resolve", &mut phases);
     let digest = store::tree_digest(&new_facts);
     // The keyword index can be updated in place only when it matches the graph it was
     // built with; else (missing, or an interrupted run) it is rebuilt from all files.
@@ -340,6 +351,7 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
                 ("unchanged", 0)
             } else {
                 let old_rows = resolve(&old_facts);
+                mark("2 resolve", &mut phases);
                 let changed: Vec<FileFacts> = new_facts
                     .iter()
                     .filter(|f| old_by_path.get(f.path.as_str()).is_none_or(|o| o.hash != f.hash))
@@ -358,6 +370,7 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
                 );
                 let n = diff.changed_rows;
                 store.apply(diff, &root, &digest)?;
+                mark("3 graph store", &mut phases);
                 if search_fresh {
                     let mut paths: Vec<String> = changed.iter().map(|f| f.path.clone()).collect();
                     paths.extend(old_changed.iter().map(|f| f.path.clone()));
@@ -367,12 +380,15 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
                 } else {
                     rebuild_search(&root, &new_facts, &digest, threads)?;
                 }
+                mark("4 keyword store", &mut phases);
                 ("incremental", n)
             }
         }
         None => {
             store::write_full(&db_path, &root, &new_rows, &store::encode_facts(&new_facts), &digest)?;
+            mark("3 graph store", &mut phases);
             store::text::write_full(&root, &new_docs, &digest, threads)?;
+            mark("4 keyword store", &mut phases);
             ("full", total_rows(&new_rows) + new_facts.len())
         }
     };
@@ -393,6 +409,7 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
         rows_written,
         threads,
         seconds: started.elapsed().as_secs_f64(),
+        phases,
     })
 }
 

@@ -378,16 +378,7 @@ impl Registry {
 }
 
 pub(crate) fn strsim_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j + 1] + 1).min(cur[j] + 1).min(prev[j] + usize::from(ca != *cb));
-        }
-        prev = cur;
-    }
-    prev[b.len()]
+    crate::graph::levenshtein(a, b)
 }
 
 /// Bounds on a list: `offset` and `limit`, with the note that tells how to get the rest.
