@@ -359,7 +359,7 @@ pub fn run(req: &Request, model: &dyn ChatModel) -> Result<Outcome, ReproduceErr
 
     let mut o = match result {
         Ok(o) => o,
-        Err(o) => o,
+        Err(o) => *o,
     };
     let o = {
         if let (Status::Reproduced, true, Some(g)) = (o.status, req.write, made.generation.as_ref()) {
@@ -408,6 +408,11 @@ pub fn run(req: &Request, model: &dyn ChatModel) -> Result<Outcome, ReproduceErr
     Ok(o)
 }
 
+/// An outcome that ends the run early.
+fn stop(run: &RunDir, status: Status, reason: impl Into<String>) -> Box<Outcome> {
+    Box::new(outcome(run, status, reason))
+}
+
 /// The four stages. `Err(outcome)` ends the run early with that outcome.
 fn stages(
     req: &Request,
@@ -416,14 +421,14 @@ fn stages(
     trace: &mut Trace,
     made: &mut Made,
     sandbox_reason: &mut String,
-) -> Result<Outcome, Outcome> {
-    let io = |run: &RunDir, e: ReproduceError| outcome(run, Status::Error, format!("writing the run directory failed: {e}"));
+) -> Result<Outcome, Box<Outcome>> {
+    let io = |run: &RunDir, e: ReproduceError| stop(run, Status::Error, format!("writing the run directory failed: {e}"));
     let words = req.issue_text.split_whitespace().filter(|w| w.chars().any(char::is_alphabetic)).count();
     if words < 3 {
-        return Err(outcome(run, Status::Error, "the text does not read as an issue report: fewer than three words"));
+        return Err(stop(run, Status::Error, "the text does not read as an issue report: fewer than three words"));
     }
     let conv = conventions(&req.root);
-    let ctx = ToolContext::new(&req.root).map_err(|e| outcome(run, Status::Error, format!("the tool layer: {e}")))?;
+    let ctx = ToolContext::new(&req.root).map_err(|e| stop(run, Status::Error, format!("the tool layer: {e}")))?;
     let retrieval = tools::all();
     let issue = format!("## Issue report\n\n{}\n", req.issue_text.trim());
 
@@ -445,7 +450,7 @@ fn stages(
     })
     .map_err(|e| {
         run.stage_done("localization");
-        outcome(run, Status::Error, stage_reason("localization", &e))
+        stop(run, Status::Error, stage_reason("localization", &e))
     })?;
     run.write("localization.json", &loc).map_err(|e| io(run, e))?;
     run.stage_done("localization");
@@ -470,7 +475,7 @@ fn stages(
     })
     .map_err(|e| {
         run.stage_done("root_cause");
-        outcome(run, Status::Error, stage_reason("root cause", &e))
+        stop(run, Status::Error, stage_reason("root cause", &e))
     })?;
     run.write("root_cause.json", &cause).map_err(|e| io(run, e))?;
     run.stage_done("root_cause");
@@ -497,7 +502,7 @@ fn stages(
     })
     .map_err(|e| {
         run.stage_done("test_plan");
-        outcome(run, Status::Error, stage_reason("test plan", &e))
+        stop(run, Status::Error, stage_reason("test plan", &e))
     })?;
     run.write("test_plan.json", &plan).map_err(|e| io(run, e))?;
     run.stage_done("test_plan");
@@ -509,16 +514,16 @@ fn stages(
         .worker_threads(1)
         .enable_all()
         .build()
-        .map_err(|e| outcome(run, Status::Error, format!("the async runtime: {e}")))?;
+        .map_err(|e| stop(run, Status::Error, format!("the async runtime: {e}")))?;
     let image = req.image.clone().or_else(|| sandbox::image::recorded_image(&req.root)).unwrap_or_else(|| "reproagent-env:none".into());
     let opened = rt
         .block_on(sandbox::open(req.sandbox, SandboxConfig::new(&req.root, image)))
-        .map_err(|e| outcome(run, Status::Error, format!("the sandbox failed to open: {e}")))?;
+        .map_err(|e| stop(run, Status::Error, format!("the sandbox failed to open: {e}")))?;
     *sandbox_reason = opened.reason.clone();
     let sb: Arc<dyn Sandbox> = Arc::from(opened.sandbox);
     let workdir = sb.workdir().to_string();
     let gen_ctx = ToolContext::new(&req.root)
-        .map_err(|e| outcome(run, Status::Error, format!("the tool layer: {e}")))?
+        .map_err(|e| stop(run, Status::Error, format!("the tool layer: {e}")))?
         .with_runtime(tools::runtime::RuntimeContext { sandbox: sb.clone(), handle: rt.handle().clone(), repo: req.root.clone() });
     let runtime_tools = tools::with_runtime();
     let spec = StageSpec {
@@ -649,7 +654,7 @@ fn stages(
                 o.test_path = Some(path);
                 o.test_code = Some(code);
             }
-            Err(o)
+            Err(Box::new(o))
         }
     }
 }
