@@ -377,3 +377,86 @@ fn a_recorded_run_replays_offline_to_the_same_artifacts() {
     };
     assert_eq!(calls(&recorded.run_dir), calls(&replayed.run_dir));
 }
+
+#[test]
+fn generation_stops_at_20_feedback_iterations_with_the_best_attempt_kept() {
+    let passes = "from textkit.slug import slugify\n\n\ndef test_words():\n    assert slugify(\"a b\") == \"a-b\"\n";
+    let wrong = "from textkit.slug import slugify\n\n\ndef test_none():\n    slugify(None)\n";
+    let mut script: Vec<Reply> = py_script().into_iter().take(4).collect();
+    // An invalid plan first (an unknown framework): told why, then a valid one.
+    script.push(plan("pytestt", "tests/test_issue_blank_slug.py", "IndexError", None));
+    script.push(plan("pytest", "tests/test_issue_blank_slug.py", "IndexError", Some("list index out of range")));
+    for i in 0..25 {
+        script.push(write_test(if i == 2 { wrong } else { passes }));
+    }
+    let server = ScriptedServer::start(script);
+    let repo = copy_tree(&fixture("bugs/py-slug/repo"));
+    let o = run_on(repo.path(), "py-slug", &model_at(&server.base_url()));
+    assert_eq!(o.status, Status::NotReproduced, "{}", o.reason);
+    assert!(o.reason.contains("no test passed the review in 20 feedback iterations"), "{}", o.reason);
+    assert!(o.reason.contains("best attempt (1 of 3 checks passed)"), "{}", o.reason);
+    assert_eq!(o.test_code.as_deref(), Some(wrong));
+    let reqs = server.requests();
+    let plan_error = messages(&reqs[5].body).last().unwrap()["content"].as_str().unwrap().to_string();
+    assert!(plan_error.contains("framework \\\"pytestt\\\" is not one of"), "{plan_error}");
+    // 4 analysis calls, 2 plans, 20 tests: no call after the iteration budget.
+    assert_eq!(reqs.len(), 26);
+    let generation = read_json(&o.run_dir, "generation.json");
+    assert_eq!(generation["executions"].as_array().unwrap().len(), 20);
+    assert_eq!(generation["test_code"], wrong);
+}
+
+fn cli(root: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_reproagent"))
+        .current_dir(root)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("REPROAGENT_MODEL")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_cli_runs_the_pipeline_records_a_cassette_and_replays_it_offline() {
+    let repo = copy_tree(&fixture("bugs/py-slug/repo"));
+    index_with(repo.path(), 2, false);
+    let issue = fixture("bugs/py-slug/issue.md");
+    let out = tempfile::tempdir().unwrap();
+    let cassette = out.path().join("slug.jsonl");
+    let (issue, cassette_s) = (issue.to_str().unwrap(), cassette.to_str().unwrap());
+    let server = ScriptedServer::start(py_script());
+    let base = server.base_url();
+    let o = cli(
+        repo.path(),
+        &["reproduce", "--issue", issue, "--model", "test-model", "--base-url", &base, "--temperature", "0.2", "--seed", "7", "--sandbox", "local", "--record", cassette_s, "--json"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let first: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(first["status"], "reproduced");
+    // The sampling flags reached the endpoint.
+    assert_eq!(server.requests()[0].body["temperature"], 0.2);
+    assert_eq!(server.requests()[0].body["seed"], 7);
+    // --repo defaults to `.`: the run directory is relative to it.
+    let run_dir = repo.path().join(first["run_dir"].as_str().unwrap());
+    let run = read_json(run_dir.to_str().unwrap(), "run.json");
+    assert_eq!(run["model"]["sampling"]["seed"], 7);
+    drop(server);
+
+    // A cassette that runs out (the header and the three localization calls): a clear error, exit 1.
+    let short = out.path().join("short.jsonl");
+    let text = std::fs::read_to_string(&cassette).unwrap();
+    std::fs::write(&short, text.lines().take(4).collect::<Vec<_>>().join("\n") + "\n").unwrap();
+    let o = cli(repo.path(), &["reproduce", "--issue", issue, "--model", "test-model", "--sandbox", "local", "--replay", short.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("error: root cause stage") && stdout.contains("not in the cassette"), "{stdout}");
+
+    // Replay, with --write: the same outcome, and the test lands in the repository.
+    let o = cli(repo.path(), &["reproduce", "--issue", issue, "--model", "test-model", "--sandbox", "local", "--replay", cassette_s, "--write", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let second: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(second["status"], "reproduced");
+    assert_eq!(second["written"], true);
+    assert_eq!(std::fs::read_to_string(repo.path().join("tests/test_issue_blank_slug.py")).unwrap(), PY_TEST);
+}
