@@ -40,6 +40,10 @@ pub struct ReproduceArgs {
     /// Replay the model calls from this cassette: no network.
     #[arg(long)]
     pub replay: Option<PathBuf>,
+    /// A previous run (its id, or its directory): reuse the analysis stages whose inputs
+    /// (issue, prompts, model, indexed tree, earlier artifacts) have not changed.
+    #[arg(long)]
+    pub resume: Option<String>,
     /// Where tests run: docker when the engine answers and an image is ready, else local.
     #[arg(long, value_enum, default_value = "auto")]
     pub sandbox: SandboxChoice,
@@ -81,6 +85,7 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<i32> {
             image: args.image.clone(),
             write: args.write,
             timeout_secs: args.timeout,
+            resume: resume_dir(&args)?,
         };
         let outcome = pipeline::run(&req, model.as_ref()).map_err(|e| super::with_hint(e.to_string(), e.hint()))?;
         return show(&args, &outcome);
@@ -96,6 +101,20 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<i32> {
     };
     let outcome = keyfree::run(&req).map_err(|e| super::with_hint(e.to_string(), e.hint()))?;
     show(&args, &outcome)
+}
+
+/// `--resume RUN`: a run directory, or a run id under REPO/.reproagent/runs/.
+fn resume_dir(args: &ReproduceArgs) -> anyhow::Result<Option<PathBuf>> {
+    let Some(r) = &args.resume else { return Ok(None) };
+    let direct = PathBuf::from(r);
+    let dir = if direct.join("outcome.json").exists() { direct } else { args.repo.join(".reproagent").join("runs").join(r) };
+    if !dir.join("outcome.json").exists() {
+        return Err(super::with_hint(
+            format!("--resume {r}: no run there"),
+            Some("give a run id from REPO/.reproagent/runs/ or a run directory"),
+        ));
+    }
+    Ok(Some(dir))
 }
 
 /// The model: a cassette replay (no network), or the configured endpoint, recorded when asked.

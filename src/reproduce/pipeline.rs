@@ -52,6 +52,9 @@ pub struct Request {
     /// Put the test into the repository when it reproduces the issue.
     pub write: bool,
     pub timeout_secs: u64,
+    /// A previous run's directory: its analysis artifacts are reused where their inputs
+    /// have not changed.
+    pub resume: Option<PathBuf>,
 }
 
 /// The run record of a pipeline run: provenance, every call, timings.
@@ -71,6 +74,49 @@ pub struct PipelineRecord {
     pub cost_usd: Option<f64>,
     pub model_calls: Vec<ModelCallRecord>,
     pub tool_calls: Vec<ToolCallRecord>,
+    /// `--resume`: the run reused from, and the stages whose artifacts it reused.
+    #[serde(default)]
+    pub resumed_from: Option<String>,
+    #[serde(default)]
+    pub reused: Vec<String>,
+}
+
+/// The hash of each stage's inputs (`inputs.json`), and what `--resume` reused.
+#[derive(Default)]
+struct Resume {
+    old_dir: Option<PathBuf>,
+    old: std::collections::BTreeMap<String, String>,
+    inputs: std::collections::BTreeMap<String, String>,
+    reused: Vec<String>,
+}
+
+impl Resume {
+    fn open(dir: Option<&Path>) -> Resume {
+        let Some(dir) = dir else { return Resume::default() };
+        let old = std::fs::read(dir.join("inputs.json")).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+        Resume { old_dir: Some(dir.to_path_buf()), old, ..Resume::default() }
+    }
+
+    /// The key of a stage's inputs: its prompts, the model, the indexed tree.
+    fn key(spec: &StageSpec, model: &str, tree: &str) -> String {
+        let mut h = blake3::Hasher::new();
+        for part in [spec.name, &spec.system, &spec.user, model, tree] {
+            h.update(part.as_bytes());
+            h.update(&[0]);
+        }
+        h.finalize().to_hex().to_string()
+    }
+
+    /// The previous run's artifact of `stage`, when its inputs had this key.
+    fn reuse<T: DeserializeOwned>(&mut self, stage: &str, file: &str, key: &str) -> Option<T> {
+        let dir = self.old_dir.as_ref()?;
+        if self.old.get(stage).map(String::as_str) != Some(key) {
+            return None;
+        }
+        let a = serde_json::from_slice(&std::fs::read(dir.join(file)).ok()?).ok()?;
+        self.reused.push(stage.to_string());
+        Some(a)
+    }
 }
 
 /// The repository's test conventions, filled into the prompts.
@@ -355,7 +401,8 @@ pub fn run(req: &Request, model: &dyn ChatModel) -> Result<Outcome, ReproduceErr
     let mut made = Made::default();
     let mut sandbox_reason = String::new();
 
-    let result = stages(req, model, &mut run, &mut trace, &mut made, &mut sandbox_reason);
+    let mut resume = Resume::open(req.resume.as_deref());
+    let result = stages(req, model, &mut run, &mut trace, &mut made, &mut sandbox_reason, &mut resume);
 
     let mut o = match result {
         Ok(o) => o,
@@ -398,6 +445,8 @@ pub fn run(req: &Request, model: &dyn ChatModel) -> Result<Outcome, ReproduceErr
             .sum::<Option<f64>>(),
         model_calls: trace.model_calls.clone(),
         tool_calls: trace.tool_calls.clone(),
+        resumed_from: req.resume.as_ref().map(|p| p.display().to_string()),
+        reused: resume.reused.clone(),
     };
     run.write("outcome.json", &o)?;
     run.write("run.json", &record)?;
@@ -421,6 +470,7 @@ fn stages(
     trace: &mut Trace,
     made: &mut Made,
     sandbox_reason: &mut String,
+    resume: &mut Resume,
 ) -> Result<Outcome, Box<Outcome>> {
     let io = |run: &RunDir, e: ReproduceError| stop(run, Status::Error, format!("writing the run directory failed: {e}"));
     let words = req.issue_text.split_whitespace().filter(|w| w.chars().any(char::is_alphabetic)).count();
@@ -431,6 +481,11 @@ fn stages(
     let ctx = ToolContext::new(&req.root).map_err(|e| stop(run, Status::Error, format!("the tool layer: {e}")))?;
     let retrieval = tools::all();
     let issue = format!("## Issue report\n\n{}\n", req.issue_text.trim());
+    let model_name = model.describe().model;
+    let tree = crate::store::open(&crate::store::db_path(&req.root))
+        .ok()
+        .and_then(|s| s.meta("tree_digest").ok().flatten())
+        .unwrap_or_default();
 
     // Stage 1: localization.
     let spec = StageSpec {
@@ -441,7 +496,9 @@ fn stages(
         submit: ToolSpec::new("submit_localization", "Submit the ranked suspicious locations: the stage's final artifact.", schema_of::<LocalizationArtifact>()),
         max_calls: MAX_MODEL_CALLS,
     };
-    let loc: LocalizationArtifact = agent::run_stage(model, &ctx, &spec, trace, |v, _| match parse::<LocalizationArtifact>(v) {
+    let key = Resume::key(&spec, &model_name, &tree);
+    let reused = resume.reuse::<LocalizationArtifact>("localization", "localization.json", &key);
+    let loc: LocalizationArtifact = if let Some(a) = reused { a } else { agent::run_stage(model, &ctx, &spec, trace, |v, _| match parse::<LocalizationArtifact>(v) {
         Ok(a) => match check_localization(&a) {
             Ok(()) => Verdict::Accept(a),
             Err(m) => Verdict::Invalid(m),
@@ -451,7 +508,10 @@ fn stages(
     .map_err(|e| {
         run.stage_done("localization");
         stop(run, Status::Error, stage_reason("localization", &e))
-    })?;
+    })?
+    };
+    resume.inputs.insert("localization".into(), key);
+    run.write("inputs.json", &resume.inputs).map_err(|e| io(run, e))?;
     run.write("localization.json", &loc).map_err(|e| io(run, e))?;
     run.stage_done("localization");
     let loc_json = serde_json::to_string_pretty(&loc).unwrap_or_default();
@@ -466,7 +526,9 @@ fn stages(
         submit: ToolSpec::new("submit_root_cause", "Submit the root-cause report: the stage's final artifact.", schema_of::<RootCause>()),
         max_calls: MAX_MODEL_CALLS,
     };
-    let cause: RootCause = agent::run_stage(model, &ctx, &spec, trace, |v, _| match parse::<RootCause>(v) {
+    let key = Resume::key(&spec, &model_name, &tree);
+    let reused = resume.reuse::<RootCause>("root_cause", "root_cause.json", &key);
+    let cause: RootCause = if let Some(a) = reused { a } else { agent::run_stage(model, &ctx, &spec, trace, |v, _| match parse::<RootCause>(v) {
         Ok(c) => match check_root_cause(&c) {
             Ok(()) => Verdict::Accept(c),
             Err(m) => Verdict::Invalid(m),
@@ -476,7 +538,10 @@ fn stages(
     .map_err(|e| {
         run.stage_done("root_cause");
         stop(run, Status::Error, stage_reason("root cause", &e))
-    })?;
+    })?
+    };
+    resume.inputs.insert("root_cause".into(), key);
+    run.write("inputs.json", &resume.inputs).map_err(|e| io(run, e))?;
     run.write("root_cause.json", &cause).map_err(|e| io(run, e))?;
     run.stage_done("root_cause");
     let cause_json = serde_json::to_string_pretty(&cause).unwrap_or_default();
@@ -493,7 +558,9 @@ fn stages(
         submit: ToolSpec::new("submit_test_plan", "Submit the test plan: the stage's final artifact.", schema_of::<TestPlan>()),
         max_calls: MAX_MODEL_CALLS,
     };
-    let plan: TestPlan = agent::run_stage(model, &ctx, &spec, trace, |v, _| match parse::<TestPlan>(v) {
+    let key = Resume::key(&spec, &model_name, &tree);
+    let reused = resume.reuse::<TestPlan>("test_plan", "test_plan.json", &key);
+    let plan: TestPlan = if let Some(a) = reused { a } else { agent::run_stage(model, &ctx, &spec, trace, |v, _| match parse::<TestPlan>(v) {
         Ok(p) => match check_plan(&p) {
             Ok(()) => Verdict::Accept(p),
             Err(m) => Verdict::Invalid(m),
@@ -503,7 +570,10 @@ fn stages(
     .map_err(|e| {
         run.stage_done("test_plan");
         stop(run, Status::Error, stage_reason("test plan", &e))
-    })?;
+    })?
+    };
+    resume.inputs.insert("test_plan".into(), key);
+    run.write("inputs.json", &resume.inputs).map_err(|e| io(run, e))?;
     run.write("test_plan.json", &plan).map_err(|e| io(run, e))?;
     run.stage_done("test_plan");
     let plan_json = serde_json::to_string_pretty(&plan).unwrap_or_default();

@@ -37,6 +37,7 @@ fn run_on(root: &Path, bug: &str, model: &dyn ChatModel) -> Outcome {
             image: None,
             write: false,
             timeout_secs: 120,
+            resume: None,
         },
         model,
     )
@@ -459,4 +460,50 @@ fn the_cli_runs_the_pipeline_records_a_cassette_and_replays_it_offline() {
     assert_eq!(second["status"], "reproduced");
     assert_eq!(second["written"], true);
     assert_eq!(std::fs::read_to_string(repo.path().join("tests/test_issue_blank_slug.py")).unwrap(), PY_TEST);
+}
+
+#[test]
+fn resume_reuses_the_stages_whose_inputs_did_not_change() {
+    let repo = copy_tree(&fixture("bugs/py-slug/repo"));
+    let server = ScriptedServer::start(py_script());
+    let first = run_on(repo.path(), "py-slug", &model_at(&server.base_url()));
+    assert_eq!(first.status, Status::Reproduced, "{}", first.reason);
+    let issue = fixture("bugs/py-slug/issue.md");
+    let text = std::fs::read_to_string(&issue).unwrap();
+    let resume = |text: &str, script: Vec<Reply>| {
+        let server = ScriptedServer::start(script);
+        let o = pipeline::run(
+            &pipeline::Request {
+                root: repo.path().to_path_buf(),
+                issue_file: issue.clone(),
+                issue_text: text.to_string(),
+                sandbox: Choice::Local,
+                image: None,
+                write: false,
+                timeout_secs: 120,
+                resume: Some(Path::new(&first.run_dir).to_path_buf()),
+            },
+            &model_at(&server.base_url()),
+        )
+        .unwrap();
+        (o, server.requests())
+    };
+
+    // Same issue, same tree, same model: only generation calls the model.
+    let (o, reqs) = resume(&text, py_script().split_off(5));
+    assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
+    assert_eq!(reqs.len(), 2);
+    assert!(tool_names(&reqs[0].body).contains(&"write_test".to_string()));
+    let run = read_json(&o.run_dir, "run.json");
+    assert_eq!(run["reused"], json!(["localization", "root_cause", "test_plan"]));
+    for a in ["localization.json", "root_cause.json", "test_plan.json", "inputs.json"] {
+        assert_eq!(read_json(&first.run_dir, a), read_json(&o.run_dir, a), "{a}");
+    }
+
+    // A changed issue changes every stage's inputs: everything runs again.
+    let (o, reqs) = resume(&format!("{text}\nSeen on version 2.1.\n"), py_script());
+    assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
+    assert_eq!(reqs.len(), 7);
+    assert_eq!(read_json(&o.run_dir, "run.json")["reused"], json!([]));
+    assert_ne!(read_json(&first.run_dir, "inputs.json"), read_json(&o.run_dir, "inputs.json"));
 }
