@@ -214,6 +214,8 @@ fn a_test_that_passes_today_or_fails_wrongly_is_refined_with_the_findings() {
     let mut script = py_script();
     let (last_two, head) = (script.split_off(5), script);
     let mut script = head;
+    // A probe with a runtime tool first: it runs in the sandbox and its output comes back.
+    script.push(Reply::tool_call("run_python", json!({"code": "from textkit.slug import slugify\nprint(repr(slugify('a b')))"})));
     // Attempt 1 passes today; attempt 2 fails with the wrong exception; attempt 3 is right.
     script.push(write_test("from textkit.slug import slugify\n\n\ndef test_words():\n    assert slugify(\"a b\") == \"a-b\"\n"));
     script.push(write_test("from textkit.slug import slugify\n\n\ndef test_none():\n    slugify(None)\n"));
@@ -229,9 +231,10 @@ fn a_test_that_passes_today_or_fails_wrongly_is_refined_with_the_findings() {
         let m = messages(&reqs[i].body);
         m.last().unwrap()["content"].as_str().unwrap().to_string()
     };
+    assert!(last_tool(6).contains("'a-b'"), "{}", last_tool(6));
     // The findings went back to the model as the write_test results.
-    assert!(last_tool(6).contains("passes-today"), "{}", last_tool(6));
-    assert!(last_tool(7).contains("wrong-failure") && last_tool(7).contains("AttributeError"), "{}", last_tool(7));
+    assert!(last_tool(7).contains("passes-today"), "{}", last_tool(7));
+    assert!(last_tool(8).contains("wrong-failure") && last_tool(8).contains("AttributeError"), "{}", last_tool(8));
     let generation = read_json(&o.run_dir, "generation.json");
     assert_eq!(generation["executions"].as_array().unwrap().len(), 3);
     assert_eq!(generation["executions"][0]["result"]["status"], "passed");
