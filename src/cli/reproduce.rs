@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::reproduce::{keyfree, Status};
+use crate::model::{resolve_from_process, ChatModel, HttpModel, ModelError, ModelOverrides, Recorder, Replayer};
+use crate::reproduce::{keyfree, pipeline, Outcome, Status};
 use crate::sandbox::Choice;
 
 /// Turn an issue into a failing test, with the analysis behind it. Artifacts and a
@@ -19,8 +20,30 @@ pub struct ReproduceArgs {
     #[arg(long, short = 'C', default_value = ".")]
     pub repo: PathBuf,
     /// `none`: key-free mode (the issue's own code and traceback, checked in the sandbox).
+    /// Any other name runs the four-stage model pipeline with that model.
     #[arg(long, default_value = "none")]
     pub model: String,
+    /// The OpenAI-compatible endpoint (default: OPENAI_BASE_URL, reproagent.toml, OpenAI).
+    #[arg(long)]
+    pub base_url: Option<String>,
+    #[arg(long)]
+    pub temperature: Option<f64>,
+    #[arg(long)]
+    pub top_p: Option<f64>,
+    #[arg(long)]
+    pub seed: Option<u64>,
+    #[arg(long)]
+    pub max_tokens: Option<u32>,
+    /// Record every model call to this cassette (JSONL).
+    #[arg(long, conflicts_with = "replay")]
+    pub record: Option<PathBuf>,
+    /// Replay the model calls from this cassette: no network.
+    #[arg(long)]
+    pub replay: Option<PathBuf>,
+    /// A previous run (its id, or its directory): reuse the analysis stages whose inputs
+    /// (issue, prompts, model, indexed tree, earlier artifacts) have not changed.
+    #[arg(long)]
+    pub resume: Option<String>,
     /// Where tests run: docker when the engine answers and an image is ready, else local.
     #[arg(long, value_enum, default_value = "auto")]
     pub sandbox: SandboxChoice,
@@ -45,30 +68,81 @@ pub enum SandboxChoice {
 }
 
 pub fn run(args: ReproduceArgs) -> anyhow::Result<i32> {
-    if args.model != "none" {
-        anyhow::bail!(
-            "--model {}: the model pipeline is not built yet (hint: use --model none for the key-free mode)",
-            args.model
-        );
-    }
     let text = std::fs::read_to_string(&args.issue)
         .map_err(|e| super::with_hint(format!("{}: {e}", args.issue.display()), Some("give the path of the issue text")))?;
+    let sandbox = match args.sandbox {
+        SandboxChoice::Auto => Choice::Auto,
+        SandboxChoice::Docker => Choice::Docker,
+        SandboxChoice::Local => Choice::Local,
+    };
+    if args.model != "none" {
+        let model = build_model(&args)?;
+        let req = pipeline::Request {
+            root: args.repo.clone(),
+            issue_file: args.issue.clone(),
+            issue_text: text,
+            sandbox,
+            image: args.image.clone(),
+            write: args.write,
+            timeout_secs: args.timeout,
+            resume: resume_dir(&args)?,
+        };
+        let outcome = pipeline::run(&req, model.as_ref()).map_err(|e| super::with_hint(e.to_string(), e.hint()))?;
+        return show(&args, &outcome);
+    }
     let req = keyfree::Request {
         root: args.repo.clone(),
         issue_file: args.issue.clone(),
         issue_text: text,
-        sandbox: match args.sandbox {
-            SandboxChoice::Auto => Choice::Auto,
-            SandboxChoice::Docker => Choice::Docker,
-            SandboxChoice::Local => Choice::Local,
-        },
+        sandbox,
         image: args.image.clone(),
         write: args.write,
         timeout_secs: args.timeout,
     };
     let outcome = keyfree::run(&req).map_err(|e| super::with_hint(e.to_string(), e.hint()))?;
+    show(&args, &outcome)
+}
+
+/// `--resume RUN`: a run directory, or a run id under REPO/.reproagent/runs/.
+fn resume_dir(args: &ReproduceArgs) -> anyhow::Result<Option<PathBuf>> {
+    let Some(r) = &args.resume else { return Ok(None) };
+    let direct = PathBuf::from(r);
+    let dir = if direct.join("outcome.json").exists() { direct } else { args.repo.join(".reproagent").join("runs").join(r) };
+    if !dir.join("outcome.json").exists() {
+        return Err(super::with_hint(
+            format!("--resume {r}: no run there"),
+            Some("give a run id from REPO/.reproagent/runs/ or a run directory"),
+        ));
+    }
+    Ok(Some(dir))
+}
+
+/// The model: a cassette replay (no network), or the configured endpoint, recorded when asked.
+fn build_model(args: &ReproduceArgs) -> anyhow::Result<Box<dyn ChatModel>> {
+    let model_err = |e: ModelError| super::with_hint(e.to_string(), e.hint().as_deref());
+    if let Some(path) = &args.replay {
+        return Ok(Box::new(Replayer::open(path).map_err(model_err)?));
+    }
+    let overrides = ModelOverrides {
+        base_url: args.base_url.clone(),
+        model: Some(args.model.clone()),
+        temperature: args.temperature,
+        top_p: args.top_p,
+        seed: args.seed,
+        max_tokens: args.max_tokens,
+        ..ModelOverrides::default()
+    };
+    let config = resolve_from_process(&overrides, &args.repo).map_err(model_err)?;
+    let http = HttpModel::new(config);
+    Ok(match &args.record {
+        Some(path) => Box::new(Recorder::create(path, http).map_err(model_err)?),
+        None => Box::new(http),
+    })
+}
+
+fn show(args: &ReproduceArgs, outcome: &Outcome) -> anyhow::Result<i32> {
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&outcome)?);
+        println!("{}", serde_json::to_string_pretty(outcome)?);
     } else {
         println!("{}: {}", outcome.status.as_str(), outcome.reason);
         if let (Some(path), Some(code)) = (&outcome.test_path, &outcome.test_code) {

@@ -5,12 +5,15 @@
 //! Markdown report beside them. This module holds those artifact types, the run
 //! directory and the outcome; [`keyfree`] is the mode that needs no model.
 
+pub mod agent;
 pub mod keyfree;
+pub mod pipeline;
 mod synth;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -42,12 +45,12 @@ impl ReproduceError {
 }
 
 /// Stage 1: where the fault may be.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct LocalizationArtifact {
     pub locations: Vec<Location>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Location {
     pub file: String,
     pub entity: Option<String>,
@@ -59,7 +62,7 @@ pub struct Location {
 }
 
 /// Stage 2: why it fails.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct RootCause {
     pub summary: String,
     /// e.g. `crash`, `wrong-result`, `unexpected-exception`.
@@ -70,7 +73,7 @@ pub struct RootCause {
     pub confidence: f64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct PathStep {
     pub file: String,
     pub line: u32,
@@ -78,7 +81,7 @@ pub struct PathStep {
 }
 
 /// Stage 3: how to show it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct TestPlan {
     /// The repository's framework (`pytest`, `node-test`, `junit4`...).
     pub framework: String,
@@ -93,7 +96,7 @@ pub struct TestPlan {
 }
 
 /// The failure the test must show today.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Expected {
     /// Exception or assertion type, as the issue reports it.
     pub kind: String,

@@ -7,6 +7,7 @@ mod index;
 mod localize;
 mod mcp;
 mod model;
+mod pipeline;
 mod reproduce;
 mod sandbox;
 mod search;

@@ -27,7 +27,7 @@ fn reproduce_in(root: &Path, issue: &str, choice: Choice, image: Option<&str>, w
 }
 
 /// Run a test file that exists in `root` with the local sandbox.
-fn run_in(root: &Path, file: &str, code: &str, framework: &str) -> TestStatus {
+pub(crate) fn run_in(root: &Path, file: &str, code: &str, framework: &str) -> TestStatus {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let sb = sandbox::open(Choice::Local, SandboxConfig::new(root, "none")).await.unwrap().sandbox;
@@ -40,7 +40,7 @@ fn run_in(root: &Path, file: &str, code: &str, framework: &str) -> TestStatus {
     })
 }
 
-fn apply_fix(root: &Path, patch: &Path) {
+pub(crate) fn apply_fix(root: &Path, patch: &Path) {
     let out = Command::new("git").arg("apply").arg("--unsafe-paths").arg(patch).current_dir(root).output().unwrap();
     assert!(out.status.success(), "fix does not apply: {}", String::from_utf8_lossy(&out.stderr));
 }

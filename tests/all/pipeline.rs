@@ -1,0 +1,512 @@
+//! The model-driven pipeline (`reproduce --model NAME`) end to end: a scripted
+//! OpenAI-compatible server on 127.0.0.1 plays the model, through the real index, tools
+//! and local sandbox, on the fixture bugs. No test talks to any other address.
+
+use std::path::Path;
+use std::time::Duration;
+
+use reproagent::model::{ChatModel, HttpModel, ModelConfig, Recorder, Replayer};
+use reproagent::reproduce::{pipeline, Outcome, Status};
+use reproagent::sandbox::Choice;
+use serde_json::{json, Value};
+
+use crate::common::*;
+use crate::reproduce::{apply_fix, run_in};
+use crate::support::scripted_server::{Reply, ScriptedServer};
+use reproagent::sandbox::runners::TestStatus;
+
+/// A model on the scripted server: few, fast retries.
+fn model_at(base_url: &str) -> HttpModel {
+    let mut c = ModelConfig::new(base_url, "test-model");
+    c.max_retries = 2;
+    c.backoff_base = Duration::from_millis(5);
+    c.max_backoff = Duration::from_millis(20);
+    c.timeout = Duration::from_secs(20);
+    HttpModel::new(c)
+}
+
+fn run_on(root: &Path, bug: &str, model: &dyn ChatModel) -> Outcome {
+    index_with(root, 2, false);
+    let issue = fixture(&format!("bugs/{bug}/issue.md"));
+    pipeline::run(
+        &pipeline::Request {
+            root: root.to_path_buf(),
+            issue_file: issue.clone(),
+            issue_text: std::fs::read_to_string(&issue).unwrap(),
+            sandbox: Choice::Local,
+            image: None,
+            write: false,
+            timeout_secs: 120,
+            resume: None,
+        },
+        model,
+    )
+    .unwrap()
+}
+
+fn read_json(dir: &str, name: &str) -> Value {
+    serde_json::from_slice(&std::fs::read(Path::new(dir).join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))).unwrap()
+}
+
+fn loc(file: &str, entity: &str, rationale: &str) -> Reply {
+    Reply::tool_call(
+        "submit_localization",
+        json!({"locations": [{"file": file, "entity": entity, "start_line": 1, "end_line": 20, "confidence": 0.9, "rationale": rationale}]}),
+    )
+}
+
+fn cause(summary: &str, file: &str, function: &str) -> Reply {
+    Reply::tool_call(
+        "submit_root_cause",
+        json!({"summary": summary, "category": "boundary-handling",
+               "execution_path": [{"file": file, "line": 11, "function": function}],
+               "trigger_conditions": ["the input triggers the boundary"], "confidence": 0.8}),
+    )
+}
+
+fn plan(framework: &str, test_path: &str, kind: &str, message: Option<&str>) -> Reply {
+    Reply::tool_call(
+        "submit_test_plan",
+        json!({"framework": framework, "test_path": test_path, "command": "the framework's own", "environment": [],
+               "inputs": ["the issue's input"], "expected": {"kind": kind, "message": message}}),
+    )
+}
+
+fn write_test(code: &str) -> Reply {
+    Reply::tool_call("write_test", json!({"code": code}))
+}
+
+fn aligned() -> Reply {
+    Reply::text(r#"{"aligned": true, "description": "calls the reported function with the reported input", "evidence": "the test body"}"#)
+}
+
+const PY_TEST: &str = "from textkit.slug import slugify\n\n\ndef test_blank_title_gives_empty_slug():\n    assert slugify(\"   \") == \"\"\n";
+
+/// The Python script: two retrieval calls, the three analysis artifacts, then the test.
+fn py_script() -> Vec<Reply> {
+    vec![
+        Reply::tool_call("search_code", json!({"query": "slugify"})),
+        Reply::tool_call("read_file", json!({"path": "textkit/slug.py"})),
+        loc("textkit/slug.py", "slugify", "words[0] on an empty list (LOC-MARKER)"),
+        cause("slugify indexes words[0] without checking for no words (CAUSE-MARKER)", "textkit/slug.py", "slugify"),
+        plan("pytest", "tests/test_issue_blank_slug.py", "IndexError", Some("list index out of range")),
+        write_test(PY_TEST),
+        aligned(),
+    ]
+}
+
+fn messages(body: &Value) -> Vec<Value> {
+    body["messages"].as_array().cloned().unwrap_or_default()
+}
+
+fn tool_names(body: &Value) -> Vec<String> {
+    body["tools"].as_array().map(|ts| ts.iter().map(|t| t["function"]["name"].as_str().unwrap_or("").to_string()).collect()).unwrap_or_default()
+}
+
+/// The written test fails on the buggy tree and passes once fix.patch is applied.
+fn check_fails_before_passes_after(bug: &str, o: &Outcome, framework: &str) {
+    let path = o.test_path.clone().unwrap();
+    let code = o.test_code.clone().unwrap();
+    let buggy = copy_tree(&fixture(&format!("bugs/{bug}/repo")));
+    assert_eq!(run_in(buggy.path(), &path, &code, framework), TestStatus::Failed, "{bug}: must fail before the fix");
+    let fixed = copy_tree(&fixture(&format!("bugs/{bug}/repo")));
+    apply_fix(fixed.path(), &fixture(&format!("bugs/{bug}/fix.patch")));
+    assert_eq!(run_in(fixed.path(), &path, &code, framework), TestStatus::Passed, "{bug}: must pass after the fix");
+}
+
+#[test]
+fn python_bug_is_reproduced_through_four_stages_with_context_passed_on() {
+    let server = ScriptedServer::start(py_script());
+    let repo = copy_tree(&fixture("bugs/py-slug/repo"));
+    let o = run_on(repo.path(), "py-slug", &model_at(&server.base_url()));
+    assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
+    assert!(o.failure.as_deref().unwrap().contains("IndexError"), "{:?}", o.failure);
+    assert_eq!(server.remaining(), 0);
+    for a in ["localization.json", "root_cause.json", "test_plan.json", "generation.json", "outcome.json", "run.json", "report.md"] {
+        assert!(Path::new(&o.run_dir).join(a).exists(), "{a} missing");
+    }
+    let generation = read_json(&o.run_dir, "generation.json");
+    let reviews = generation["reviews"].as_array().unwrap();
+    assert_eq!(reviews.iter().map(|r| r["check"].as_str().unwrap()).collect::<Vec<_>>(), ["aligned", "logic", "symptom"]);
+    assert!(reviews.iter().all(|r| r["passed"] == true));
+    check_fails_before_passes_after("py-slug", &o, "pytest");
+
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 7);
+    // Tools offered: the retrieval tools and the stage's submit tool; runtime tools only in generation.
+    let first = tool_names(&reqs[0].body);
+    for t in ["search_code", "read_file", "grep", "find_entity", "callers", "submit_localization"] {
+        assert!(first.contains(&t.to_string()), "{t} not offered: {first:?}");
+    }
+    assert!(!first.contains(&"run_test".to_string()));
+    let gen = tool_names(&reqs[5].body);
+    assert!(gen.contains(&"write_test".to_string()) && gen.contains(&"run_python".to_string()), "{gen:?}");
+    // The prompt carries the repository's conventions: framework and an existing test.
+    let system = messages(&reqs[0].body)[0]["content"].as_str().unwrap().to_string();
+    assert!(system.contains("pytest") && system.contains("tests/test_slug.py") && system.contains("def test_initials"), "{system}");
+    // The tool results went back: search_code found slugify, read_file gave its code.
+    let after_read = messages(&reqs[2].body);
+    let tool_msgs: Vec<&Value> = after_read.iter().filter(|m| m["role"] == "tool").collect();
+    assert_eq!(tool_msgs.len(), 2);
+    assert!(tool_msgs[0]["content"].as_str().unwrap().contains("slugify"));
+    assert!(tool_msgs[1]["content"].as_str().unwrap().contains("first = words[0]"));
+    // Stage context passes on: root cause sees the locations, plan sees the cause, generation the plan.
+    let user = |i: usize| messages(&reqs[i].body)[1]["content"].as_str().unwrap().to_string();
+    assert!(user(3).contains("LOC-MARKER") && user(3).contains("slugify crashes on a blank title"));
+    assert!(user(4).contains("LOC-MARKER") && user(4).contains("CAUSE-MARKER"));
+    assert!(user(5).contains("CAUSE-MARKER") && user(5).contains("tests/test_issue_blank_slug.py"));
+    // The alignment review saw the test and its failure.
+    let review = messages(&reqs[6].body);
+    assert!(review[1]["content"].as_str().unwrap().contains("slugify(\"   \")"));
+    assert!(review[1]["content"].as_str().unwrap().contains("IndexError"));
+
+    // Provenance: model, endpoint host, every call.
+    let run = read_json(&o.run_dir, "run.json");
+    assert_eq!(run["model"]["model"], "test-model");
+    assert_eq!(run["model"]["endpoint_host"], server.addr().to_string());
+    assert_eq!(run["model_calls"].as_array().unwrap().len(), 7);
+    assert_eq!(run["prompt_tokens"], 70);
+    let tools: Vec<&str> = run["tool_calls"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(tools, ["search_code", "read_file", "submit_localization", "submit_root_cause", "submit_test_plan", "write_test"]);
+    let stages: Vec<&str> = run["stages"].as_array().unwrap().iter().map(|s| s["stage"].as_str().unwrap()).collect();
+    assert_eq!(stages, ["localization", "root_cause", "test_plan", "generation"]);
+}
+
+#[test]
+fn javascript_bug_is_reproduced_and_the_test_passes_after_the_fix() {
+    let code = "import { test } from 'node:test';\nimport assert from 'node:assert';\nimport { chunk } from '../src/chunk.js';\n\ntest('odd tail is kept', () => {\n  assert.deepStrictEqual(chunk([1, 2, 3], 2), [[1, 2], [3]]);\n});\n";
+    let server = ScriptedServer::start(vec![
+        Reply::tool_call("read_file", json!({"path": "src/chunk.js"})),
+        loc("src/chunk.js", "chunk", "the loop bound drops the tail"),
+        cause("chunk stops before a last lone element", "src/chunk.js", "chunk"),
+        plan("node-test", "test/chunk_issue.test.js", "AssertionError", None),
+        write_test(code),
+        aligned(),
+    ]);
+    let repo = copy_tree(&fixture("bugs/js-chunk/repo"));
+    let o = run_on(repo.path(), "js-chunk", &model_at(&server.base_url()));
+    assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
+    let system = messages(&server.requests()[0].body)[0]["content"].as_str().unwrap().to_string();
+    assert!(system.contains("node-test") && system.contains("test/chunk.test.js"), "{system}");
+    check_fails_before_passes_after("js-chunk", &o, "node-test");
+}
+
+#[test]
+fn java_bug_is_reproduced_and_the_test_passes_after_the_fix() {
+    let code = "import com.acme.util.*;\n\npublic class PercentIssueTest {\n    @org.junit.Test\n    public void parsesALeadingSpace() {\n        org.junit.Assert.assertEquals(7, Percent.parse(\" 7%\"));\n    }\n}\n";
+    let server = ScriptedServer::start(vec![
+        Reply::tool_call("find_entity", json!({"name": "parse"})),
+        loc("src/main/java/com/acme/util/Percent.java", "Percent.parse", "Integer.parseInt on untrimmed digits"),
+        cause("parse hands ' 7' to Integer.parseInt without trimming", "src/main/java/com/acme/util/Percent.java", "parse"),
+        plan("junit4", "src/test/java/PercentIssueTest.java", "java.lang.NumberFormatException", Some("For input string: \" 7\"")),
+        write_test(code),
+        aligned(),
+    ]);
+    let repo = copy_tree(&fixture("bugs/java-percent/repo"));
+    let o = run_on(repo.path(), "java-percent", &model_at(&server.base_url()));
+    assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
+    assert!(o.failure.as_deref().unwrap().contains("NumberFormatException"), "{:?}", o.failure);
+    check_fails_before_passes_after("java-percent", &o, "junit4");
+}
+
+#[test]
+fn a_test_that_passes_today_or_fails_wrongly_is_refined_with_the_findings() {
+    let mut script = py_script();
+    let (last_two, head) = (script.split_off(5), script);
+    let mut script = head;
+    // A probe with a runtime tool first: it runs in the sandbox and its output comes back.
+    script.push(Reply::tool_call("run_python", json!({"code": "from textkit.slug import slugify\nprint(repr(slugify('a b')))"})));
+    // Attempt 1 passes today; attempt 2 fails with the wrong exception; attempt 3 is right.
+    script.push(write_test("from textkit.slug import slugify\n\n\ndef test_words():\n    assert slugify(\"a b\") == \"a-b\"\n"));
+    script.push(write_test("from textkit.slug import slugify\n\n\ndef test_none():\n    slugify(None)\n"));
+    script.extend(last_two);
+    let server = ScriptedServer::start(script);
+    let repo = copy_tree(&fixture("bugs/py-slug/repo"));
+    let o = run_on(repo.path(), "py-slug", &model_at(&server.base_url()));
+    assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
+    assert!(o.reason.contains("attempt 3"), "{}", o.reason);
+
+    let reqs = server.requests();
+    let last_tool = |i: usize| {
+        let m = messages(&reqs[i].body);
+        m.last().unwrap()["content"].as_str().unwrap().to_string()
+    };
+    assert!(last_tool(6).contains("'a-b'"), "{}", last_tool(6));
+    // The findings went back to the model as the write_test results.
+    assert!(last_tool(7).contains("passes-today"), "{}", last_tool(7));
+    assert!(last_tool(8).contains("wrong-failure") && last_tool(8).contains("AttributeError"), "{}", last_tool(8));
+    let generation = read_json(&o.run_dir, "generation.json");
+    assert_eq!(generation["executions"].as_array().unwrap().len(), 3);
+    assert_eq!(generation["executions"][0]["result"]["status"], "passed");
+    assert_eq!(generation["executions"][1]["result"]["status"], "failed");
+    assert_eq!(generation["test_code"], PY_TEST);
+    let kinds: Vec<&str> = generation["reviews"].as_array().unwrap().iter().filter_map(|r| r["finding"]["type"].as_str()).collect();
+    assert!(kinds.contains(&"passes-today") && kinds.contains(&"wrong-failure"), "{kinds:?}");
+}
+
+#[test]
+fn a_model_that_never_stops_calling_tools_ends_at_the_budget_of_50_calls() {
+    let script: Vec<Reply> = (0..60).map(|_| Reply::tool_call("search_code", json!({"query": "slugify"}))).collect();
+    let server = ScriptedServer::start(script);
+    let repo = copy_tree(&fixture("bugs/py-slug/repo"));
+    let o = run_on(repo.path(), "py-slug", &model_at(&server.base_url()));
+    assert_eq!(o.status, Status::Error);
+    assert!(o.reason.contains("localization stage") && o.reason.contains("budget of 50 model calls"), "{}", o.reason);
+    assert_eq!(server.requests().len(), 50);
+    let run = read_json(&o.run_dir, "run.json");
+    assert_eq!(run["model_calls"].as_array().unwrap().len(), 50);
+    assert_eq!(run["tool_calls"].as_array().unwrap().len(), 50);
+    assert!(std::fs::read_to_string(Path::new(&o.run_dir).join("report.md")).unwrap().contains("budget of 50"));
+}
+
+#[test]
+fn malformed_calls_get_an_error_back_and_two_in_a_row_end_the_stage() {
+    // One unknown tool, then a good call (the count resets), then an invalid artifact
+    // (told what is wrong), then two calls whose arguments are not JSON.
+    let server = ScriptedServer::start(vec![
+        Reply::tool_call("search_kode", json!({"query": "slugify"})),
+        Reply::tool_call("search_code", json!({"query": "slugify"})),
+        Reply::tool_call("submit_localization", json!({"locations": "textkit/slug.py"})),
+        Reply::raw_tool_call("read_file", "{path: textkit/slug.py"),
+        Reply::raw_tool_call("read_file", "not json"),
+    ]);
+    let repo = copy_tree(&fixture("bugs/py-slug/repo"));
+    let o = run_on(repo.path(), "py-slug", &model_at(&server.base_url()));
+    assert_eq!(o.status, Status::Error);
+    assert!(o.reason.contains("malformed tool calls 2 times in a row"), "{}", o.reason);
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 5);
+    let last = |i: usize| messages(&reqs[i].body).last().unwrap()["content"].as_str().unwrap().to_string();
+    assert!(last(1).contains("unknown tool 'search_kode'") && last(1).contains("search_code"), "{}", last(1));
+    assert!(last(3).contains("invalid artifact") && last(3).contains("invalid type"), "{}", last(3));
+    assert!(last(4).contains("not valid JSON"), "{}", last(4));
+
+    // Two invalid artifacts in a row (one by the submit tool, one as JSON in a plain
+    // answer) end the stage too, with the schema's complaint.
+    let server = ScriptedServer::start(vec![
+        Reply::tool_call("submit_localization", json!({"locations": []})),
+        Reply::text("Here it is: {\"locations\": [{\"file\": \"textkit/slug.py\"}]}"),
+    ]);
+    let o = run_on(repo.path(), "py-slug", &model_at(&server.base_url()));
+    assert_eq!(o.status, Status::Error);
+    assert_eq!(server.requests().len(), 2);
+    assert!(o.reason.contains("invalid artifacts 2 times in a row") && o.reason.contains("missing field"), "{}", o.reason);
+    let m = messages(&server.requests()[1].body);
+    assert!(m.last().unwrap()["content"].as_str().unwrap().contains("`locations` is empty"));
+
+    // Prose with neither a tool call nor an artifact, twice.
+    let server = ScriptedServer::start(vec![Reply::text("I think the bug is in slugify."), Reply::text("Still thinking.")]);
+    let o = run_on(repo.path(), "py-slug", &model_at(&server.base_url()));
+    assert_eq!(o.status, Status::Error);
+    assert!(o.reason.contains("answers without a tool call or an artifact 2 times in a row"), "{}", o.reason);
+    let m = messages(&server.requests()[1].body);
+    assert!(m.last().unwrap()["content"].as_str().unwrap().contains("call `submit_localization`"));
+}
+
+#[test]
+fn endpoint_faults_end_with_a_clear_outcome_and_keep_the_artifacts() {
+    let repo = copy_tree(&fixture("bugs/py-slug/repo"));
+
+    // Nothing listens: unreachable.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let o = run_on(repo.path(), "py-slug", &model_at(&format!("http://127.0.0.1:{port}/v1")));
+    assert_eq!(o.status, Status::Error);
+    assert!(o.reason.contains("cannot reach the model endpoint") && o.reason.contains("hint:"), "{}", o.reason);
+    assert!(Path::new(&o.run_dir).join("run.json").exists() && Path::new(&o.run_dir).join("report.md").exists());
+
+    // 401: the key is refused.
+    let server = ScriptedServer::start(vec![Reply::status(401)]);
+    let o = run_on(repo.path(), "py-slug", &model_at(&server.base_url()));
+    assert_eq!(o.status, Status::Error);
+    assert!(o.reason.contains("refused the API key") && o.reason.contains("OPENAI_API_KEY"), "{}", o.reason);
+
+    // A 429 storm in the second stage: localization stays.
+    let server = ScriptedServer::start(vec![
+        loc("textkit/slug.py", "slugify", "words[0]"),
+        Reply::status(429).retry_after_ms(1),
+        Reply::status(429).retry_after_ms(1),
+        Reply::status(429).retry_after_ms(1),
+    ]);
+    let o = run_on(repo.path(), "py-slug", &model_at(&server.base_url()));
+    assert_eq!(o.status, Status::Error);
+    assert!(o.reason.contains("root cause stage") && o.reason.contains("rate limited"), "{}", o.reason);
+    assert!(Path::new(&o.run_dir).join("localization.json").exists());
+    assert!(!Path::new(&o.run_dir).join("root_cause.json").exists());
+    let run = read_json(&o.run_dir, "run.json");
+    assert!(run["model_calls"][1]["error"].as_str().unwrap().contains("429"), "{run}");
+
+    // Garbage replies in generation: the plan stays.
+    let mut script: Vec<Reply> = py_script().into_iter().take(5).collect();
+    script.extend((0..3).map(|_| Reply::garbage("<html>not a completion</html>")));
+    let server = ScriptedServer::start(script);
+    let o = run_on(repo.path(), "py-slug", &model_at(&server.base_url()));
+    assert_eq!(o.status, Status::Error);
+    assert!(o.reason.contains("generation stage") && o.reason.contains("not a chat completion"), "{}", o.reason);
+    assert!(Path::new(&o.run_dir).join("test_plan.json").exists());
+}
+
+#[test]
+fn a_recorded_run_replays_offline_to_the_same_artifacts() {
+    let repo = copy_tree(&fixture("bugs/py-slug/repo"));
+    let cassette = repo.path().join("run.cassette.jsonl");
+    let recorded = {
+        let server = ScriptedServer::start(py_script());
+        let model = Recorder::create(&cassette, model_at(&server.base_url())).unwrap();
+        run_on(repo.path(), "py-slug", &model)
+    };
+    assert_eq!(recorded.status, Status::Reproduced, "{}", recorded.reason);
+    // The server is gone: the replay touches no network.
+    let replayed = run_on(repo.path(), "py-slug", &Replayer::open(&cassette).unwrap());
+    assert_eq!(replayed.status, Status::Reproduced, "{}", replayed.reason);
+    assert_ne!(recorded.run_dir, replayed.run_dir);
+    for a in ["localization.json", "root_cause.json", "test_plan.json"] {
+        assert_eq!(read_json(&recorded.run_dir, a), read_json(&replayed.run_dir, a), "{a}");
+    }
+    let strip = |mut g: Value| {
+        for e in g["executions"].as_array_mut().unwrap() {
+            e["result"]["output"] = Value::Null;
+        }
+        g
+    };
+    assert_eq!(strip(read_json(&recorded.run_dir, "generation.json")), strip(read_json(&replayed.run_dir, "generation.json")));
+    assert_eq!(recorded.reason, replayed.reason);
+    let calls = |d: &str| {
+        let mut v = read_json(d, "run.json")["model_calls"].clone();
+        for c in v.as_array_mut().unwrap() {
+            c["latency_ms"] = Value::Null;
+        }
+        v
+    };
+    assert_eq!(calls(&recorded.run_dir), calls(&replayed.run_dir));
+}
+
+#[test]
+fn generation_stops_at_20_feedback_iterations_with_the_best_attempt_kept() {
+    let passes = "from textkit.slug import slugify\n\n\ndef test_words():\n    assert slugify(\"a b\") == \"a-b\"\n";
+    let wrong = "from textkit.slug import slugify\n\n\ndef test_none():\n    slugify(None)\n";
+    let mut script: Vec<Reply> = py_script().into_iter().take(4).collect();
+    // An invalid plan first (an unknown framework): told why, then a valid one.
+    script.push(plan("pytestt", "tests/test_issue_blank_slug.py", "IndexError", None));
+    script.push(plan("pytest", "tests/test_issue_blank_slug.py", "IndexError", Some("list index out of range")));
+    for i in 0..25 {
+        script.push(write_test(if i == 2 { wrong } else { passes }));
+    }
+    let server = ScriptedServer::start(script);
+    let repo = copy_tree(&fixture("bugs/py-slug/repo"));
+    let o = run_on(repo.path(), "py-slug", &model_at(&server.base_url()));
+    assert_eq!(o.status, Status::NotReproduced, "{}", o.reason);
+    assert!(o.reason.contains("no test passed the review in 20 feedback iterations"), "{}", o.reason);
+    assert!(o.reason.contains("best attempt (1 of 3 checks passed)"), "{}", o.reason);
+    assert_eq!(o.test_code.as_deref(), Some(wrong));
+    let reqs = server.requests();
+    let plan_error = messages(&reqs[5].body).last().unwrap()["content"].as_str().unwrap().to_string();
+    assert!(plan_error.contains("framework \\\"pytestt\\\" is not one of"), "{plan_error}");
+    // 4 analysis calls, 2 plans, 20 tests: no call after the iteration budget.
+    assert_eq!(reqs.len(), 26);
+    let generation = read_json(&o.run_dir, "generation.json");
+    assert_eq!(generation["executions"].as_array().unwrap().len(), 20);
+    assert_eq!(generation["test_code"], wrong);
+}
+
+fn cli(root: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_reproagent"))
+        .current_dir(root)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("REPROAGENT_MODEL")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_cli_runs_the_pipeline_records_a_cassette_and_replays_it_offline() {
+    let repo = copy_tree(&fixture("bugs/py-slug/repo"));
+    index_with(repo.path(), 2, false);
+    let issue = fixture("bugs/py-slug/issue.md");
+    let out = tempfile::tempdir().unwrap();
+    let cassette = out.path().join("slug.jsonl");
+    let (issue, cassette_s) = (issue.to_str().unwrap(), cassette.to_str().unwrap());
+    let server = ScriptedServer::start(py_script());
+    let base = server.base_url();
+    let o = cli(
+        repo.path(),
+        &["reproduce", "--issue", issue, "--model", "test-model", "--base-url", &base, "--temperature", "0.2", "--seed", "7", "--sandbox", "local", "--record", cassette_s, "--json"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let first: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(first["status"], "reproduced");
+    // The sampling flags reached the endpoint.
+    assert_eq!(server.requests()[0].body["temperature"], 0.2);
+    assert_eq!(server.requests()[0].body["seed"], 7);
+    // --repo defaults to `.`: the run directory is relative to it.
+    let run_dir = repo.path().join(first["run_dir"].as_str().unwrap());
+    let run = read_json(run_dir.to_str().unwrap(), "run.json");
+    assert_eq!(run["model"]["sampling"]["seed"], 7);
+    drop(server);
+
+    // A cassette that runs out (the header and the three localization calls): a clear error, exit 1.
+    let short = out.path().join("short.jsonl");
+    let text = std::fs::read_to_string(&cassette).unwrap();
+    std::fs::write(&short, text.lines().take(4).collect::<Vec<_>>().join("\n") + "\n").unwrap();
+    let o = cli(repo.path(), &["reproduce", "--issue", issue, "--model", "test-model", "--sandbox", "local", "--replay", short.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("error: root cause stage") && stdout.contains("not in the cassette"), "{stdout}");
+
+    // Replay, with --write: the same outcome, and the test lands in the repository.
+    let o = cli(repo.path(), &["reproduce", "--issue", issue, "--model", "test-model", "--sandbox", "local", "--replay", cassette_s, "--write", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let second: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(second["status"], "reproduced");
+    assert_eq!(second["written"], true);
+    assert_eq!(std::fs::read_to_string(repo.path().join("tests/test_issue_blank_slug.py")).unwrap(), PY_TEST);
+}
+
+#[test]
+fn resume_reuses_the_stages_whose_inputs_did_not_change() {
+    let repo = copy_tree(&fixture("bugs/py-slug/repo"));
+    let server = ScriptedServer::start(py_script());
+    let first = run_on(repo.path(), "py-slug", &model_at(&server.base_url()));
+    assert_eq!(first.status, Status::Reproduced, "{}", first.reason);
+    let issue = fixture("bugs/py-slug/issue.md");
+    let text = std::fs::read_to_string(&issue).unwrap();
+    let resume = |text: &str, script: Vec<Reply>| {
+        let server = ScriptedServer::start(script);
+        let o = pipeline::run(
+            &pipeline::Request {
+                root: repo.path().to_path_buf(),
+                issue_file: issue.clone(),
+                issue_text: text.to_string(),
+                sandbox: Choice::Local,
+                image: None,
+                write: false,
+                timeout_secs: 120,
+                resume: Some(Path::new(&first.run_dir).to_path_buf()),
+            },
+            &model_at(&server.base_url()),
+        )
+        .unwrap();
+        (o, server.requests())
+    };
+
+    // Same issue, same tree, same model: only generation calls the model.
+    let (o, reqs) = resume(&text, py_script().split_off(5));
+    assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
+    assert_eq!(reqs.len(), 2);
+    assert!(tool_names(&reqs[0].body).contains(&"write_test".to_string()));
+    let run = read_json(&o.run_dir, "run.json");
+    assert_eq!(run["reused"], json!(["localization", "root_cause", "test_plan"]));
+    for a in ["localization.json", "root_cause.json", "test_plan.json", "inputs.json"] {
+        assert_eq!(read_json(&first.run_dir, a), read_json(&o.run_dir, a), "{a}");
+    }
+
+    // A changed issue changes every stage's inputs: everything runs again.
+    let (o, reqs) = resume(&format!("{text}\nSeen on version 2.1.\n"), py_script());
+    assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
+    assert_eq!(reqs.len(), 7);
+    assert_eq!(read_json(&o.run_dir, "run.json")["reused"], json!([]));
+    assert_ne!(read_json(&first.run_dir, "inputs.json"), read_json(&o.run_dir, "inputs.json"));
+}
