@@ -7,7 +7,7 @@
 //! The index format version is stored in the database; an index of another version is
 //! rebuilt by `index` and refused by every reader, never misread.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use cozo::{DataValue, DbInstance, NamedRows, ScriptMutability};
@@ -332,40 +332,89 @@ pub struct Diff {
     pub changed_rows: usize,
 }
 
-// DataValue has regex and set variants that clippy deems mutable keys; ours are strings
-// and numbers only.
-#[allow(clippy::mutable_key_type)]
 /// Rows to delete (keys only in `old`) and to put (new or changed rows), per relation.
 pub fn diff(old: &Rows, new: &Rows, old_facts: &[(String, String)], new_facts: &[(String, String)]) -> Diff {
-    let old_t = to_tuples(old, old_facts, &[]);
-    let new_t = to_tuples(new, new_facts, &[]);
+    // Diff the typed rows first (a merge walk over sorted collections), then turn only
+    // the changed rows into Cozo tuples: most rows of an incremental run are unchanged.
+    let mut puts = Rows::default();
+    let mut dels = Rows::default();
+    split_map(&old.file, &new.file, &mut puts.file, &mut dels.file);
+    split_map(&old.entity, &new.entity, &mut puts.entity, &mut dels.entity);
+    split_set(&old.contains, &new.contains, &mut puts.contains, &mut dels.contains);
+    split_map(&old.calls, &new.calls, &mut puts.calls, &mut dels.calls);
+    split_set(&old.call_site, &new.call_site, &mut puts.call_site, &mut dels.call_site);
+    split_map(&old.imports, &new.imports, &mut puts.imports, &mut dels.imports);
+    split_map(&old.inherits, &new.inherits, &mut puts.inherits, &mut dels.inherits);
+    split_set(&old.test_of, &new.test_of, &mut puts.test_of, &mut dels.test_of);
+    let new_paths: std::collections::BTreeSet<&str> = new_facts.iter().map(|(p, _)| p.as_str()).collect();
+    let gone: Vec<(String, String)> = old_facts.iter().filter(|(p, _)| !new_paths.contains(p.as_str())).cloned().collect();
+    let put_t = to_tuples(&puts, new_facts, &[]);
+    let del_t = to_tuples(&dels, &gone, &[]);
     let mut data = BTreeMap::new();
     let mut changed = 0;
-    for (rel, new_rows) in new_t {
-        let k = key_len(rel);
-        let old_rows = old_t.get(rel).map(|v| v.as_slice()).unwrap_or(&[]);
-        let old_map: BTreeMap<&[DataValue], &[DataValue]> = old_rows.iter().map(|r| (&r[..k], &r[k..])).collect();
-        let new_map: BTreeMap<&[DataValue], &[DataValue]> = new_rows.iter().map(|r| (&r[..k], &r[k..])).collect();
-        let puts: Vec<Vec<DataValue>> = new_rows
-            .iter()
-            .filter(|r| old_map.get(&r[..k]) != Some(&&r[k..]))
-            .cloned()
-            .collect();
-        let dels: Vec<Vec<DataValue>> = old_rows
-            .iter()
-            .filter(|r| !new_map.contains_key(&r[..k]))
-            .map(|r| r[..k].to_vec())
-            .collect();
-        let hs = headers(rel);
-        changed += puts.len() + dels.len();
-        if !dels.is_empty() {
-            data.insert(format!("-{rel}"), named(&hs[..k], dels));
+    for (rel, rows) in put_t {
+        if !rows.is_empty() {
+            changed += rows.len();
+            data.insert(rel.to_string(), named(&headers(rel), rows));
         }
-        if !puts.is_empty() {
-            data.insert(rel.to_string(), named(&hs, puts));
+    }
+    for (rel, rows) in del_t {
+        if !rows.is_empty() {
+            let k = key_len(rel);
+            changed += rows.len();
+            let keys: Vec<Vec<DataValue>> = rows.into_iter().map(|mut r| {
+                r.truncate(k);
+                r
+            }).collect();
+            data.insert(format!("-{rel}"), named(&headers(rel)[..k], keys));
         }
     }
     Diff { data, changed_rows: changed }
+}
+
+/// Entries of `new` that are new or changed go to `puts`; keys only in `old` to `dels`.
+fn split_map<K: Ord + Clone, V: PartialEq + Clone>(
+    old: &BTreeMap<K, V>,
+    new: &BTreeMap<K, V>,
+    puts: &mut BTreeMap<K, V>,
+    dels: &mut BTreeMap<K, V>,
+) {
+    let (mut a, mut b) = (old.iter().peekable(), new.iter().peekable());
+    loop {
+        match (a.peek(), b.peek()) {
+            (Some((ka, va)), Some((kb, vb))) => match ka.cmp(kb) {
+                std::cmp::Ordering::Less => {
+                    dels.insert((*ka).clone(), (*va).clone());
+                    a.next();
+                }
+                std::cmp::Ordering::Greater => {
+                    puts.insert((*kb).clone(), (*vb).clone());
+                    b.next();
+                }
+                std::cmp::Ordering::Equal => {
+                    if va != vb {
+                        puts.insert((*kb).clone(), (*vb).clone());
+                    }
+                    a.next();
+                    b.next();
+                }
+            },
+            (Some((ka, va)), None) => {
+                dels.insert((*ka).clone(), (*va).clone());
+                a.next();
+            }
+            (None, Some((kb, vb))) => {
+                puts.insert((*kb).clone(), (*vb).clone());
+                b.next();
+            }
+            (None, None) => break,
+        }
+    }
+}
+
+fn split_set<K: Ord + Clone>(old: &BTreeSet<K>, new: &BTreeSet<K>, puts: &mut BTreeSet<K>, dels: &mut BTreeSet<K>) {
+    puts.extend(new.difference(old).cloned());
+    dels.extend(old.difference(new).cloned());
 }
 
 impl Store {
