@@ -349,7 +349,10 @@ fn child(c: &Corpus) -> anyhow::Result<CorpusResult> {
     }
 
     r.loadavg.push(loadavg());
-    r.process_peak_kb = status_kb("VmHWM").max(r.runs.iter().map(|t| t.full_peak_kb.max(t.parse_peak_kb)).max().unwrap_or(0));
+    // VmHWM was reset before each step: the process peak is the largest step peak.
+    r.process_peak_kb = status_kb("VmHWM")
+        .max(r.incr_peak_kb)
+        .max(r.runs.iter().map(|t| t.full_peak_kb.max(t.parse_peak_kb)).max().unwrap_or(0));
     Ok(r)
 }
 
