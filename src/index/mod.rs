@@ -463,8 +463,10 @@ fn extract_or_reuse(
             return Ok(((*o).clone(), None));
         }
     }
-    parsed.fetch_add(1, Ordering::Relaxed);
+    // Counted once extracted: a file skipped for its content (binary, not UTF-8) has no
+    // facts to compare against next time, and must not make every run look changed.
     let facts = ex.extract_bytes(&sf.rel, sf.lang, &bytes, hash)?;
+    parsed.fetch_add(1, Ordering::Relaxed);
     // extract_bytes checked the bytes are UTF-8.
     let text = String::from_utf8_lossy(&bytes);
     let docs = search::docs_for(&facts, &text);
