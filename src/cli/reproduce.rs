@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::model::{resolve_from_process, ChatModel, HttpModel, ModelError, ModelOverrides, Recorder, Replayer};
-use crate::reproduce::{keyfree, pipeline, Outcome, Status};
+use crate::reproduce::{keyfree, pipeline, Outcome, Request, Status};
 use crate::sandbox::Choice;
 
 /// Turn an issue into a failing test, with the analysis behind it. Artifacts and a
@@ -75,22 +75,7 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<i32> {
         SandboxChoice::Docker => Choice::Docker,
         SandboxChoice::Local => Choice::Local,
     };
-    if args.model != "none" {
-        let model = build_model(&args)?;
-        let req = pipeline::Request {
-            root: args.repo.clone(),
-            issue_file: args.issue.clone(),
-            issue_text: text,
-            sandbox,
-            image: args.image.clone(),
-            write: args.write,
-            timeout_secs: args.timeout,
-            resume: resume_dir(&args)?,
-        };
-        let outcome = pipeline::run(&req, model.as_ref()).map_err(|e| super::with_hint(e.to_string(), e.hint()))?;
-        return show(&args, &outcome);
-    }
-    let req = keyfree::Request {
+    let req = Request {
         root: args.repo.clone(),
         issue_file: args.issue.clone(),
         issue_text: text,
@@ -98,7 +83,13 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<i32> {
         image: args.image.clone(),
         write: args.write,
         timeout_secs: args.timeout,
+        resume: if args.model == "none" { None } else { resume_dir(&args)? },
     };
+    if args.model != "none" {
+        let model = build_model(&args)?;
+        let outcome = pipeline::run(&req, model.as_ref()).map_err(|e| super::with_hint(e.to_string(), e.hint()))?;
+        return show(&args, &outcome);
+    }
     let outcome = keyfree::run(&req).map_err(|e| super::with_hint(e.to_string(), e.hint()))?;
     show(&args, &outcome)
 }

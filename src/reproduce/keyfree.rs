@@ -3,7 +3,7 @@
 //! exception type the issue reports (and its message, when the issue gives one);
 //! otherwise the outcome is `not reproduced`, with the reason.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::synth::{self, Snippet};
 use super::*;
@@ -11,23 +11,11 @@ use crate::lang::Lang;
 use crate::localize::{self, IssueFacts};
 use crate::sandbox::runners::{TestResult, TestStatus};
 use crate::sandbox::tools::{run_test, RunTestArgs};
-use crate::sandbox::{self, Choice, SandboxConfig};
+use crate::sandbox::{self, SandboxConfig};
 use crate::search::SearchIndex;
 use crate::store;
 
-/// What to reproduce, and how.
-#[derive(Debug, Clone)]
-pub struct Request {
-    pub root: PathBuf,
-    pub issue_file: PathBuf,
-    pub issue_text: String,
-    pub sandbox: Choice,
-    /// Docker image (default: the one `sandbox prepare` recorded).
-    pub image: Option<String>,
-    /// Put the test into the repository when it reproduces the issue.
-    pub write: bool,
-    pub timeout_secs: u64,
-}
+pub use super::Request;
 
 /// Exception types name the same thing with or without their module.
 fn short(kind: &str) -> &str {

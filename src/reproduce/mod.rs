@@ -44,6 +44,23 @@ impl ReproduceError {
     }
 }
 
+/// What to reproduce, and how: the same for the key-free mode and the model pipeline.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub root: PathBuf,
+    pub issue_file: PathBuf,
+    pub issue_text: String,
+    pub sandbox: crate::sandbox::Choice,
+    /// Docker image (default: the one `sandbox prepare` recorded).
+    pub image: Option<String>,
+    /// Put the test into the repository when it reproduces the issue.
+    pub write: bool,
+    pub timeout_secs: u64,
+    /// A previous run's directory: its analysis artifacts are reused where their inputs
+    /// have not changed (model pipeline only; the key-free mode is cheap to re-run).
+    pub resume: Option<PathBuf>,
+}
+
 /// Stage 1: where the fault may be.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct LocalizationArtifact {

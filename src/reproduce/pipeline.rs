@@ -31,7 +31,7 @@ use super::*;
 use crate::model::{excerpt, ChatModel, ChatRequest, Message, ModelInfo, ToolSpec};
 use crate::sandbox::runners::{self, Framework, TestResult};
 use crate::sandbox::tools::{run_test, RunTestArgs};
-use crate::sandbox::{self, Choice, Sandbox, SandboxConfig};
+use crate::sandbox::{self, Sandbox, SandboxConfig};
 use crate::tools::{self, ToolContext};
 
 const LOCALIZATION: &str = include_str!("prompts/localization.md");
@@ -40,22 +40,7 @@ const TEST_PLAN: &str = include_str!("prompts/test_plan.md");
 const GENERATION: &str = include_str!("prompts/generation.md");
 const REVIEW: &str = include_str!("prompts/review.md");
 
-/// What to reproduce, and how.
-#[derive(Debug, Clone)]
-pub struct Request {
-    pub root: PathBuf,
-    pub issue_file: PathBuf,
-    pub issue_text: String,
-    pub sandbox: Choice,
-    /// Docker image (default: the one `sandbox prepare` recorded).
-    pub image: Option<String>,
-    /// Put the test into the repository when it reproduces the issue.
-    pub write: bool,
-    pub timeout_secs: u64,
-    /// A previous run's directory: its analysis artifacts are reused where their inputs
-    /// have not changed.
-    pub resume: Option<PathBuf>,
-}
+pub use super::Request;
 
 /// The run record of a pipeline run: provenance, every call, timings.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -457,9 +442,53 @@ pub fn run(req: &Request, model: &dyn ChatModel) -> Result<Outcome, ReproduceErr
     Ok(o)
 }
 
+/// The outcome when the run directory cannot be written.
+fn io(run: &RunDir, e: ReproduceError) -> Box<Outcome> {
+    stop(run, Status::Error, format!("writing the run directory failed: {e}"))
+}
+
 /// An outcome that ends the run early.
 fn stop(run: &RunDir, status: Status, reason: impl Into<String>) -> Box<Outcome> {
     Box::new(outcome(run, status, reason))
+}
+
+/// Stages 1 to 3 alike: the artifact of a resumed run when the stage's inputs are
+/// unchanged, else the agent loop until it submits an artifact that parses and passes
+/// `check`; then the inputs' key and the artifact are written and the stage is closed.
+/// `key_of` is (model name, tree digest), part of the inputs' key.
+#[allow(clippy::too_many_arguments)]
+fn analysis_stage<T: Serialize + DeserializeOwned>(
+    label: &str,
+    spec: &StageSpec,
+    model: &dyn ChatModel,
+    ctx: &ToolContext,
+    trace: &mut Trace,
+    run: &mut RunDir,
+    resume: &mut Resume,
+    key_of: (&str, &str),
+    check: fn(&T) -> Result<(), String>,
+) -> Result<T, Box<Outcome>> {
+    let key = Resume::key(spec, key_of.0, key_of.1);
+    let file = format!("{}.json", spec.name);
+    let artifact = match resume.reuse::<T>(spec.name, &file, &key) {
+        Some(a) => a,
+        None => agent::run_stage(model, ctx, spec, trace, |v, _| match parse::<T>(v) {
+            Ok(a) => match check(&a) {
+                Ok(()) => Verdict::Accept(a),
+                Err(m) => Verdict::Invalid(m),
+            },
+            Err(m) => Verdict::Invalid(m),
+        })
+        .map_err(|e| {
+            run.stage_done(spec.name);
+            stop(run, Status::Error, stage_reason(label, &e))
+        })?,
+    };
+    resume.inputs.insert(spec.name.into(), key);
+    run.write("inputs.json", &resume.inputs).map_err(|e| io(run, e))?;
+    run.write(&file, &artifact).map_err(|e| io(run, e))?;
+    run.stage_done(spec.name);
+    Ok(artifact)
 }
 
 /// The four stages. `Err(outcome)` ends the run early with that outcome.
@@ -472,7 +501,6 @@ fn stages(
     sandbox_reason: &mut String,
     resume: &mut Resume,
 ) -> Result<Outcome, Box<Outcome>> {
-    let io = |run: &RunDir, e: ReproduceError| stop(run, Status::Error, format!("writing the run directory failed: {e}"));
     let words = req.issue_text.split_whitespace().filter(|w| w.chars().any(char::is_alphabetic)).count();
     if words < 3 {
         return Err(stop(run, Status::Error, "the text does not read as an issue report: fewer than three words"));
@@ -496,24 +524,8 @@ fn stages(
         submit: ToolSpec::new("submit_localization", "Submit the ranked suspicious locations: the stage's final artifact.", schema_of::<LocalizationArtifact>()),
         max_calls: MAX_MODEL_CALLS,
     };
-    let key = Resume::key(&spec, &model_name, &tree);
-    let reused = resume.reuse::<LocalizationArtifact>("localization", "localization.json", &key);
-    let loc: LocalizationArtifact = if let Some(a) = reused { a } else { agent::run_stage(model, &ctx, &spec, trace, |v, _| match parse::<LocalizationArtifact>(v) {
-        Ok(a) => match check_localization(&a) {
-            Ok(()) => Verdict::Accept(a),
-            Err(m) => Verdict::Invalid(m),
-        },
-        Err(m) => Verdict::Invalid(m),
-    })
-    .map_err(|e| {
-        run.stage_done("localization");
-        stop(run, Status::Error, stage_reason("localization", &e))
-    })?
-    };
-    resume.inputs.insert("localization".into(), key);
-    run.write("inputs.json", &resume.inputs).map_err(|e| io(run, e))?;
-    run.write("localization.json", &loc).map_err(|e| io(run, e))?;
-    run.stage_done("localization");
+    let loc: LocalizationArtifact =
+        analysis_stage("localization", &spec, model, &ctx, trace, run, resume, (&model_name, &tree), check_localization)?;
     let loc_json = serde_json::to_string_pretty(&loc).unwrap_or_default();
     made.loc = Some(loc);
 
@@ -526,24 +538,8 @@ fn stages(
         submit: ToolSpec::new("submit_root_cause", "Submit the root-cause report: the stage's final artifact.", schema_of::<RootCause>()),
         max_calls: MAX_MODEL_CALLS,
     };
-    let key = Resume::key(&spec, &model_name, &tree);
-    let reused = resume.reuse::<RootCause>("root_cause", "root_cause.json", &key);
-    let cause: RootCause = if let Some(a) = reused { a } else { agent::run_stage(model, &ctx, &spec, trace, |v, _| match parse::<RootCause>(v) {
-        Ok(c) => match check_root_cause(&c) {
-            Ok(()) => Verdict::Accept(c),
-            Err(m) => Verdict::Invalid(m),
-        },
-        Err(m) => Verdict::Invalid(m),
-    })
-    .map_err(|e| {
-        run.stage_done("root_cause");
-        stop(run, Status::Error, stage_reason("root cause", &e))
-    })?
-    };
-    resume.inputs.insert("root_cause".into(), key);
-    run.write("inputs.json", &resume.inputs).map_err(|e| io(run, e))?;
-    run.write("root_cause.json", &cause).map_err(|e| io(run, e))?;
-    run.stage_done("root_cause");
+    let cause: RootCause =
+        analysis_stage("root cause", &spec, model, &ctx, trace, run, resume, (&model_name, &tree), check_root_cause)?;
     let cause_json = serde_json::to_string_pretty(&cause).unwrap_or_default();
     made.cause = Some(cause);
 
@@ -558,24 +554,8 @@ fn stages(
         submit: ToolSpec::new("submit_test_plan", "Submit the test plan: the stage's final artifact.", schema_of::<TestPlan>()),
         max_calls: MAX_MODEL_CALLS,
     };
-    let key = Resume::key(&spec, &model_name, &tree);
-    let reused = resume.reuse::<TestPlan>("test_plan", "test_plan.json", &key);
-    let plan: TestPlan = if let Some(a) = reused { a } else { agent::run_stage(model, &ctx, &spec, trace, |v, _| match parse::<TestPlan>(v) {
-        Ok(p) => match check_plan(&p) {
-            Ok(()) => Verdict::Accept(p),
-            Err(m) => Verdict::Invalid(m),
-        },
-        Err(m) => Verdict::Invalid(m),
-    })
-    .map_err(|e| {
-        run.stage_done("test_plan");
-        stop(run, Status::Error, stage_reason("test plan", &e))
-    })?
-    };
-    resume.inputs.insert("test_plan".into(), key);
-    run.write("inputs.json", &resume.inputs).map_err(|e| io(run, e))?;
-    run.write("test_plan.json", &plan).map_err(|e| io(run, e))?;
-    run.stage_done("test_plan");
+    let plan: TestPlan =
+        analysis_stage("test plan", &spec, model, &ctx, trace, run, resume, (&model_name, &tree), check_plan)?;
     let plan_json = serde_json::to_string_pretty(&plan).unwrap_or_default();
     made.plan = Some(plan.clone());
 

@@ -22,6 +22,7 @@ fn reproduce_in(root: &Path, issue: &str, choice: Choice, image: Option<&str>, w
         image: image.map(str::to_string),
         write,
         timeout_secs: 120,
+        resume: None,
     })
     .unwrap()
 }
