@@ -5,6 +5,7 @@
 //! and updates the graph, [`graph`] answers queries over it, [`model`] talks to the LLM
 //! (or replays a cassette of it).
 
+pub mod bench;
 pub mod cli;
 pub mod extract;
 pub mod graph;

@@ -2,6 +2,7 @@
 //! comments are the help text and a `run()` that checks its input before any work.
 //! Only this layer knows clap.
 
+mod bench;
 mod graph;
 mod index;
 mod localize;
@@ -27,6 +28,8 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     Index(index::IndexArgs),
+    /// The bench harness: score reproducers on cases.
+    Bench(bench::BenchArgs),
     Query(query::QueryArgs),
     Schema(schema::SchemaArgs),
     Graph(graph::GraphArgs),
@@ -48,6 +51,10 @@ pub fn main() -> i32 {
     let cli = Cli::parse();
     let result: anyhow::Result<()> = match cli.command {
         Command::Index(a) => index::run(a),
+        Command::Bench(a) => match bench::run(a) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
         Command::Query(a) => query::run(a),
         Command::Schema(a) => schema::run(a),
         Command::Graph(a) => graph::run(a),

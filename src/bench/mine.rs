@@ -1,0 +1,1 @@
+//! `bench mine REPO`: cases from a git history (in progress).

@@ -1,0 +1,273 @@
+//! Scoring in the sandbox: a candidate test runs on the buggy tree, then again on the
+//! tree with the gold code patch applied.
+
+use std::path::Path;
+
+use super::case::{apply_patch, Case};
+use super::RunSummary;
+use crate::localize;
+use crate::reproduce::{keyfree, Expected};
+use crate::sandbox::runners::{TestResult, TestStatus};
+use crate::sandbox::tools::{run_test, RunTestArgs};
+use crate::sandbox::{self, Choice, SandboxConfig};
+
+/// A reproducer's output: test files to add or replace, or a diff to apply.
+#[derive(Debug, Clone, Default)]
+pub struct Candidate {
+    /// `(path relative to the repository root, content)`.
+    pub files: Vec<(String, String)>,
+    /// A unified diff (`-p1`) instead of, or besides, `files`.
+    pub patch: Option<String>,
+    /// The reproducer's own verdict, when it gives one.
+    pub claimed: Option<String>,
+    /// What it said about it.
+    pub reason: Option<String>,
+}
+
+impl Candidate {
+    /// The candidate's test files, as paths.
+    pub fn test_files(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.files.iter().map(|(p, _)| p.clone()).collect();
+        if let Some(p) = &self.patch {
+            for f in super::case::patch_files(p) {
+                if !out.contains(&f) {
+                    out.push(f);
+                }
+            }
+        }
+        out
+    }
+
+    /// The candidate as one diff against the buggy tree at `root`.
+    pub fn as_patch(&self, root: &Path) -> String {
+        let mut out = self.patch.clone().unwrap_or_default();
+        if !out.is_empty() && !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(&super::case::diff_for_files(root, &self.files));
+        out
+    }
+
+    /// Put the candidate into the tree at `root`.
+    pub fn apply(&self, root: &Path) -> Result<(), String> {
+        if let Some(p) = &self.patch {
+            apply_patch(root, p, false).map_err(|e| format!("the candidate's patch does not apply: {e}"))?;
+        }
+        for (path, content) in &self.files {
+            if crate::sandbox::check_rel(path).is_err() {
+                return Err(format!("the candidate writes {path:?}, outside the repository"));
+            }
+            let dest = root.join(path);
+            if let Some(d) = dest.parent() {
+                std::fs::create_dir_all(d).map_err(|e| format!("{path}: {e}"))?;
+            }
+            std::fs::write(&dest, content).map_err(|e| format!("{path}: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// Where and how tests run.
+#[derive(Debug, Clone)]
+pub struct Scorer {
+    pub sandbox: Choice,
+    /// Docker image when the case names none.
+    pub image: Option<String>,
+    /// Seconds one test run may take when the case says nothing.
+    pub timeout_secs: u64,
+}
+
+/// A case's tree at one of its states, in a temporary directory.
+pub struct Tree {
+    pub dir: tempfile::TempDir,
+}
+
+impl Tree {
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+/// Why a case or candidate could not be scored.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ScoreError {
+    /// The case's fault (repository, gold patch, environment).
+    Case(String),
+    /// The candidate's fault (its patch does not apply, it writes outside the tree, no test).
+    Candidate(String),
+}
+
+/// The two runs of a candidate.
+#[derive(Debug, Clone)]
+pub struct Scored {
+    pub before: Vec<TestResult>,
+    pub after: Vec<TestResult>,
+    pub test_files: Vec<String>,
+}
+
+impl Scored {
+    pub fn before_summary(&self) -> RunSummary {
+        summarize_runs(&self.before)
+    }
+    pub fn after_summary(&self) -> RunSummary {
+        summarize_runs(&self.after)
+    }
+    /// The run on the buggy tree did not pass.
+    pub fn fail_before(&self) -> bool {
+        !self.before.is_empty() && self.before.iter().any(|r| r.status != TestStatus::Passed)
+    }
+    /// Every test file passed once the gold patch was in.
+    pub fn pass_after(&self) -> bool {
+        !self.after.is_empty() && self.after.iter().all(|r| r.status == TestStatus::Passed && r.passed > 0)
+    }
+}
+
+/// One status and the first failure, over the runs of several test files.
+pub fn summarize_runs(runs: &[TestResult]) -> RunSummary {
+    let status = if runs.iter().any(|r| r.status == TestStatus::Errored) {
+        "errored"
+    } else if runs.iter().any(|r| r.status == TestStatus::Failed) {
+        "failed"
+    } else {
+        "passed"
+    };
+    let failure = runs.iter().flat_map(|r| r.failures.iter()).next().map(|f| {
+        format!("{}: {}", f.kind.as_deref().unwrap_or("?"), f.message.lines().next().unwrap_or("").trim())
+    });
+    RunSummary {
+        status: status.into(),
+        passed: runs.iter().map(|r| r.passed).sum(),
+        failed: runs.iter().map(|r| r.failed).sum(),
+        failure,
+        error: runs.iter().find_map(|r| r.error.clone()),
+    }
+}
+
+/// The error type the issue reports, if it reports one.
+pub fn issue_expected(issue: &str) -> Option<Expected> {
+    let facts = localize::read_issue(issue);
+    facts.exceptions.last().map(|e| Expected { kind: e.kind.clone(), message: None })
+}
+
+/// Does the failure before the fix show the error the issue reports? None when the
+/// issue reports no error type. The type is compared without its module.
+pub fn matches_issue(expected: Option<&Expected>, before: &[TestResult]) -> Option<bool> {
+    let e = expected?;
+    Some(before.iter().flat_map(|r| r.failures.iter()).any(|f| keyfree::matches(e, f.kind.as_deref(), &f.message)))
+}
+
+impl Scorer {
+    /// The buggy tree.
+    pub fn buggy(&self, case: &Case) -> Result<Tree, ScoreError> {
+        let dir = tempfile::Builder::new().prefix("reproagent-bench-").tempdir().map_err(|e| ScoreError::Case(format!("temp dir: {e}")))?;
+        case.materialize(dir.path()).map_err(|e| ScoreError::Case(e.to_string()))?;
+        Ok(Tree { dir })
+    }
+
+    /// The fixed tree: the buggy one with the gold code patch.
+    pub fn fixed(&self, case: &Case) -> Result<Tree, ScoreError> {
+        let tree = self.buggy(case)?;
+        let patch = case
+            .gold_patch_text()
+            .map_err(|e| ScoreError::Case(e.to_string()))?
+            .ok_or_else(|| ScoreError::Case("the case has no gold_patch to score against".into()))?;
+        apply_patch(tree.path(), &patch, false).map_err(|e| ScoreError::Case(format!("gold_patch does not apply: {e}")))?;
+        Ok(tree)
+    }
+
+    /// Run the candidate on the buggy tree and on the fixed one.
+    pub fn score(&self, case: &Case, candidate: &Candidate) -> Result<Scored, ScoreError> {
+        let before_tree = self.buggy(case)?;
+        let after_tree = self.fixed(case)?;
+        let test_files = candidate.test_files();
+        if test_files.is_empty() {
+            return Err(ScoreError::Candidate("the reproducer wrote no test".into()));
+        }
+        candidate.apply(before_tree.path()).map_err(ScoreError::Candidate)?;
+        candidate.apply(after_tree.path()).map_err(ScoreError::Candidate)?;
+        let files: Vec<String> = test_files.into_iter().filter(|f| before_tree.path().join(f).is_file()).collect();
+        if files.is_empty() {
+            return Err(ScoreError::Candidate("the candidate's test files are not in the tree once applied".into()));
+        }
+        let before = self.run_tests(case, before_tree.path(), &files)?;
+        let after = self.run_tests(case, after_tree.path(), &files)?;
+        Ok(Scored { before, after, test_files: files })
+    }
+
+    /// Is the case sound? Its repository and patches must be usable and, when it has a
+    /// gold test, that test must be fail-to-pass. Returns the reason it is not.
+    pub fn verify(&self, case: &Case) -> Result<Scored, ScoreError> {
+        let test = case
+            .gold_test_patch_text()
+            .map_err(|e| ScoreError::Case(e.to_string()))?
+            .ok_or_else(|| ScoreError::Case("the case has no gold_test_patch to verify".into()))?;
+        let gold = Candidate { patch: Some(test), ..Candidate::default() };
+        let scored = self.score(case, &gold).map_err(|e| match e {
+            ScoreError::Candidate(m) => ScoreError::Case(format!("gold_test_patch: {m}")),
+            e => e,
+        })?;
+        if scored.before.iter().any(|r| r.status == TestStatus::Errored) {
+            let why = scored.before.iter().find_map(|r| r.error.clone()).unwrap_or_default();
+            return Err(ScoreError::Case(format!("the gold test cannot run on the buggy tree: {}", one_line(&why))));
+        }
+        if !scored.fail_before() {
+            return Err(ScoreError::Case("the gold test passes on the buggy tree: the case shows no bug".into()));
+        }
+        if !scored.pass_after() {
+            let s = scored.after_summary();
+            return Err(ScoreError::Case(format!(
+                "the gold test does not pass with the gold patch: {}",
+                one_line(s.failure.as_deref().or(s.error.as_deref()).unwrap_or(&s.status))
+            )));
+        }
+        Ok(scored)
+    }
+
+    /// Run each test file in a fresh sandbox over `tree`.
+    fn run_tests(&self, case: &Case, tree: &Path, files: &[String]) -> Result<Vec<TestResult>, ScoreError> {
+        let image = case.tests.image.clone().or_else(|| self.image.clone()).unwrap_or_else(|| "reproagent-env:none".into());
+        let timeout = case.tests.timeout_secs.unwrap_or(self.timeout_secs);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| ScoreError::Case(format!("runtime: {e}")))?;
+        rt.block_on(async {
+            let opened = sandbox::open(self.sandbox, SandboxConfig::new(tree, image))
+                .await
+                .map_err(|e| ScoreError::Case(format!("the sandbox did not open: {e}")))?;
+            let sb = opened.sandbox;
+            let mut out = Vec::new();
+            let mut err = None;
+            for f in files {
+                let args = RunTestArgs {
+                    file: f.clone(),
+                    test: None,
+                    framework: case.tests.framework.clone(),
+                    command: case.tests.command.clone(),
+                    timeout_secs: timeout,
+                };
+                match run_test(sb.as_ref(), tree, &args).await {
+                    Ok(r) => out.push(r),
+                    Err(e) => {
+                        err = Some(ScoreError::Case(format!("running {f}: {e}")));
+                        break;
+                    }
+                }
+            }
+            let _ = sb.close().await;
+            match err {
+                Some(e) => Err(e),
+                None => Ok(out),
+            }
+        })
+    }
+}
+
+pub(crate) fn one_line(s: &str) -> String {
+    let l: String = s.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" | ");
+    if l.chars().count() > 300 {
+        format!("{}...", l.chars().take(300).collect::<String>())
+    } else {
+        l
+    }
+}

@@ -1,0 +1,1 @@
+//! SWT-bench import and export (in progress).

@@ -1,0 +1,283 @@
+//! `reproagent bench`: score reproducers on cases, the same way for every one.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+
+use crate::bench::adapter::{self, Adapter};
+use crate::bench::run::{BenchOptions, ModelSource};
+use crate::bench::score::Scorer;
+use crate::bench::{self, case, summarize, CaseResult, CaseStatus};
+use crate::model::{resolve_from_process, ChatModel, HttpModel, ModelError, ModelInfo, ModelOverrides, Replayer};
+use crate::sandbox::Choice;
+
+/// The bench harness: run an adapter over a suite of cases, report, mine and convert cases.
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub command: BenchCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    Run(Box<RunArgs>),
+    Validate(ValidateArgs),
+    Report(ReportArgs),
+}
+
+/// Run one reproducer over a suite: each case's candidate test runs on the buggy tree
+/// and after the gold patch. Writes OUT/run.json and OUT/cases/<id>/.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// A case directory (with case.json), or a directory of them.
+    #[arg(long, default_value = "fixtures/bench")]
+    pub suite: PathBuf,
+    /// The reproducer: pipeline, keyfree, zero-shot, gold, empty, command.
+    #[arg(long, value_enum)]
+    pub adapter: AdapterName,
+    /// For `--adapter command`: the program, run with `sh -c` in a checkout of the buggy
+    /// tree (see `reproagent bench run --help` for its contract).
+    #[arg(long, required_if_eq("adapter", "command"))]
+    pub command: Option<String>,
+    /// For pipeline and zero-shot: the model (an OpenAI-compatible endpoint's model name).
+    #[arg(long)]
+    pub model: Option<String>,
+    #[arg(long)]
+    pub base_url: Option<String>,
+    #[arg(long)]
+    pub temperature: Option<f64>,
+    #[arg(long)]
+    pub top_p: Option<f64>,
+    #[arg(long)]
+    pub seed: Option<u64>,
+    #[arg(long)]
+    pub max_tokens: Option<u32>,
+    /// Replay the model calls of a previous run (its output directory): no network.
+    #[arg(long, conflicts_with_all = ["model", "base_url"])]
+    pub replay: Option<PathBuf>,
+    /// Where the run's records go (default: .reproagent/bench/<adapter>-<unix time>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Cases run at once.
+    #[arg(long, short = 'j', default_value_t = 2)]
+    pub jobs: usize,
+    /// Where tests run: docker when the engine answers and the image is there, else local.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub sandbox: super::reproduce::SandboxChoice,
+    /// Docker image for the tests, when a case names none.
+    #[arg(long)]
+    pub image: Option<String>,
+    /// Seconds one test run may take, when a case says nothing.
+    #[arg(long, default_value_t = 300)]
+    pub timeout: u64,
+    /// Seconds an external command may take per case.
+    #[arg(long, default_value_t = 1800)]
+    pub adapter_timeout: u64,
+    /// Skip checking each case's gold test is fail-to-pass before scoring.
+    #[arg(long)]
+    pub no_verify: bool,
+    /// Only these cases (repeatable).
+    #[arg(long = "case")]
+    pub cases: Vec<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdapterName {
+    Pipeline,
+    Keyfree,
+    ZeroShot,
+    Gold,
+    Empty,
+    Command,
+}
+
+/// Check case.json files and that each case's repository and patches are usable,
+/// without running anything.
+#[derive(Args, Debug)]
+pub struct ValidateArgs {
+    /// A case directory, or a directory of them.
+    #[arg(default_value = "fixtures/bench")]
+    pub suite: PathBuf,
+}
+
+/// A Markdown table and a self-contained HTML page from one or more runs' records.
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// Run output directories (or their run.json files), compared side by side.
+    #[arg(required = true)]
+    pub runs: Vec<PathBuf>,
+    /// Write report.md and report.html here (default: print the Markdown).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+pub fn run(args: BenchArgs) -> anyhow::Result<i32> {
+    match args.command {
+        BenchCommand::Run(a) => run_bench(*a),
+        BenchCommand::Validate(a) => validate(a),
+        BenchCommand::Report(a) => report(a).map(|_| 0),
+    }
+}
+
+fn err(e: bench::BenchError) -> anyhow::Error {
+    super::with_hint(e.to_string(), e.hint())
+}
+
+fn model_err(e: ModelError) -> anyhow::Error {
+    super::with_hint(e.to_string(), e.hint().as_deref())
+}
+
+fn run_bench(a: RunArgs) -> anyhow::Result<i32> {
+    if !a.suite.exists() {
+        return Err(super::with_hint(format!("suite {} does not exist", a.suite.display()), Some("give a case directory or a directory of them")));
+    }
+    let uses_model = matches!(a.adapter, AdapterName::Pipeline | AdapterName::ZeroShot);
+    let (source, info) = if !uses_model {
+        if a.model.is_some() || a.replay.is_some() {
+            return Err(super::with_hint(format!("--adapter {:?} uses no model", a.adapter).to_lowercase(), Some("drop --model and --replay")));
+        }
+        (ModelSource::None, None)
+    } else if let Some(dir) = &a.replay {
+        // The model's description comes from any one of the run's cassettes.
+        let info = first_cassette(dir).map(|p| Replayer::open(&p).map(|r| r.describe())).transpose().map_err(model_err)?;
+        let info = info.ok_or_else(|| super::with_hint(format!("{}: no cases/*/cassette.jsonl to replay", dir.display()), Some("give the output directory of a recorded bench run")))?;
+        (ModelSource::Replay(dir.clone()), Some(ModelInfo { endpoint_host: format!("replay:{}", dir.display()), ..info }))
+    } else {
+        let Some(name) = &a.model else {
+            return Err(super::with_hint(format!("--adapter {:?} needs a model", a.adapter).to_lowercase(), Some("give --model NAME (and --base-url), or --replay RUN")));
+        };
+        let overrides = ModelOverrides {
+            base_url: a.base_url.clone(),
+            model: Some(name.clone()),
+            temperature: a.temperature,
+            top_p: a.top_p,
+            seed: a.seed,
+            max_tokens: a.max_tokens,
+            ..ModelOverrides::default()
+        };
+        let config = resolve_from_process(&overrides, std::path::Path::new(".")).map_err(model_err)?;
+        let http: Arc<dyn ChatModel> = Arc::new(HttpModel::new(config));
+        let info = http.describe();
+        (ModelSource::Live(http), Some(info))
+    };
+    let adapter: Box<dyn Adapter> = match a.adapter {
+        AdapterName::Gold => Box::new(adapter::Gold),
+        AdapterName::Empty => Box::new(adapter::Empty),
+        AdapterName::Keyfree => Box::new(adapter::KeyFree),
+        AdapterName::Command => Box::new(adapter::External { command: a.command.clone().unwrap_or_default(), timeout: Duration::from_secs(a.adapter_timeout) }),
+        AdapterName::Pipeline => Box::new(adapter::Pipeline { model: info.expect("model info") }),
+        AdapterName::ZeroShot => Box::new(adapter::ZeroShot { model: info.expect("model info"), hits: 5 }),
+    };
+    let name = adapter.info().name;
+    let out = a.out.clone().unwrap_or_else(|| {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        PathBuf::from(".reproagent").join("bench").join(format!("{name}-{t}"))
+    });
+    let opts = BenchOptions {
+        suite: a.suite.clone(),
+        out: out.clone(),
+        jobs: a.jobs.max(1),
+        scorer: Scorer {
+            sandbox: match a.sandbox {
+                super::reproduce::SandboxChoice::Auto => Choice::Auto,
+                super::reproduce::SandboxChoice::Docker => Choice::Docker,
+                super::reproduce::SandboxChoice::Local => Choice::Local,
+            },
+            image: a.image.clone(),
+            timeout_secs: a.timeout,
+        },
+        verify: !a.no_verify,
+        only: a.cases.clone(),
+        model: source,
+    };
+    let json = a.json;
+    let show = |r: &CaseResult| {
+        if !json {
+            eprintln!("{}", case_line(r));
+        }
+    };
+    let record = bench::run::run(adapter.as_ref(), &opts, &show).map_err(err)?;
+    let s = summarize(&record);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "out": out, "summary": s }))?);
+    } else {
+        let t = &s.total;
+        println!(
+            "{name}: fail-to-pass {}/{} ({:.0}%), fail-before {}/{}, invalid cases {}, adapter errors {}, cost ${:.4}, {} model calls, {:.1} s",
+            t.fail_to_pass,
+            t.judged(),
+            100.0 * t.fail_to_pass_rate(),
+            t.fail_before,
+            t.judged(),
+            t.invalid,
+            t.adapter_errors,
+            t.cost_usd,
+            t.model_calls,
+            record.wall_secs
+        );
+        println!("records: {}/run.json (report: reproagent bench report {})", out.display(), out.display());
+    }
+    Ok(0)
+}
+
+fn case_line(r: &CaseResult) -> String {
+    let verdict = match r.status {
+        CaseStatus::Scored if r.fail_to_pass => "fail-to-pass".to_string(),
+        CaseStatus::Scored => format!("not fail-to-pass (before {}, after {})", r.before.as_ref().map_or("-", |b| b.status.as_str()), r.after.as_ref().map_or("-", |b| b.status.as_str())),
+        CaseStatus::Invalid => "invalid case".into(),
+        CaseStatus::AdapterError => "adapter error".into(),
+    };
+    let why = match (r.status, &r.reason) {
+        (CaseStatus::Scored, _) | (_, None) => String::new(),
+        (_, Some(m)) => format!(": {m}"),
+    };
+    format!("{:<28} {verdict}{why} ({:.1} s)", r.case_id, r.wall_secs)
+}
+
+fn first_cassette(dir: &std::path::Path) -> Option<PathBuf> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir.join("cases")).ok()?.flatten().map(|e| e.path().join("cassette.jsonl")).filter(|p| p.exists()).collect();
+    paths.sort();
+    paths.into_iter().next()
+}
+
+fn validate(a: ValidateArgs) -> anyhow::Result<i32> {
+    let cases = case::load_suite(&a.suite).map_err(|e| anyhow::anyhow!("{}: {e}", a.suite.display()))?;
+    if cases.is_empty() {
+        return Err(super::with_hint(format!("no case under {}", a.suite.display()), Some("a case is a directory with a case.json")));
+    }
+    let mut bad = 0;
+    for (dir, c) in &cases {
+        let problem = match c {
+            Err(e) => Some(e.to_string()),
+            Ok(c) => c.check().err().map(|e| e.to_string()),
+        };
+        match problem {
+            None => println!("ok   {}", dir.display()),
+            Some(p) => {
+                bad += 1;
+                println!("bad  {}: {p}", dir.display());
+            }
+        }
+    }
+    println!("{} cases, {} bad", cases.len(), bad);
+    Ok(if bad == 0 { 0 } else { 1 })
+}
+
+fn report(a: ReportArgs) -> anyhow::Result<()> {
+    let records = a.runs.iter().map(|p| bench::run::load_record(p)).collect::<Result<Vec<_>, _>>().map_err(err)?;
+    let md = bench::report::markdown(&records);
+    match &a.out {
+        None => print!("{md}"),
+        Some(dir) => {
+            std::fs::create_dir_all(dir)?;
+            std::fs::write(dir.join("report.md"), &md)?;
+            std::fs::write(dir.join("report.html"), bench::report::html(&records))?;
+            println!("wrote {} and {}", dir.join("report.md").display(), dir.join("report.html").display());
+        }
+    }
+    Ok(())
+}
