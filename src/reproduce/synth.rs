@@ -293,6 +293,11 @@ pub fn build(root: &Path, snippet: &Snippet, stem: &str, title: &str, expected: 
             for p in java_packages(root) {
                 code.push_str(&format!("import {p}.*;\n"));
             }
+            // Snippets use the collections without importing them, as in a `main` a
+            // reader would complete.
+            if !imports.iter().any(|i| i.contains("java.util.*")) {
+                code.push_str("import java.util.*;\n");
+            }
             for i in imports {
                 code.push_str(i.trim());
                 code.push('\n');
