@@ -6,7 +6,7 @@
 //! that differ from the previous index are written, in one transaction; so an
 //! incremental index is identical to a full one by construction, and the tests check it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -18,7 +18,7 @@ use thiserror::Error;
 use crate::extract::{content_hash, Extractor, FileFacts, Limits, Skip};
 use crate::search::{self, SearchDoc};
 use crate::lang::Lang;
-use crate::resolve::{count_by_how, resolve, Rows};
+use crate::resolve::{resolve, Counts, Rows};
 use crate::store::{self, StoreError};
 
 /// Directories skipped unless `include_vendored` is set. `.git` and `.reproagent` are
@@ -328,8 +328,6 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
     let new_paths: std::collections::HashSet<&str> = new_facts.iter().map(|f| f.path.as_str()).collect();
     let removed = old_facts.iter().filter(|f| !new_paths.contains(f.path.as_str())).count();
 
-    let new_rows = resolve(&new_facts);
-    mark("2 resolve", &mut phases);
     let digest = store::tree_digest(&new_facts);
     // The keyword index can be updated in place only when it matches the graph it was
     // built with; else (missing, or an interrupted run) it is rebuilt from all files.
@@ -339,19 +337,24 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
     };
     let search_fresh = existing.is_some()
         && search::SearchIndex::open(&root).and_then(|i| i.check_fresh(old_digest.as_deref())).is_ok();
-    let (mode, rows_written) = match existing {
+    let (mode, rows_written, counts) = match existing {
         Some(store) => {
+            // Counts kept by the previous run; an index without them is counted afresh.
+            let stored: Option<Counts> = store.meta("counts")?.and_then(|j| serde_json::from_str(&j).ok());
             if parsed == 0 && removed == 0 {
-                if old_digest.as_deref() != Some(digest.as_str()) {
-                    store.apply(store::Diff::default(), &root, &digest)?;
+                let counts = match &stored {
+                    Some(c) => c.clone(),
+                    None => Counts::of(&resolve(&new_facts)),
+                };
+                mark("2 resolve", &mut phases);
+                if old_digest.as_deref() != Some(digest.as_str()) || stored.is_none() {
+                    store.apply(store::Diff::default(), &root, &digest, &counts)?;
                 }
                 if !search_fresh || old_digest.as_deref() != Some(digest.as_str()) {
                     rebuild_search(&root, &new_facts, &digest, threads)?;
                 }
-                ("unchanged", 0)
+                ("unchanged", 0, counts)
             } else {
-                let old_rows = resolve(&old_facts);
-                mark("2 resolve", &mut phases);
                 let changed: Vec<FileFacts> = new_facts
                     .iter()
                     .filter(|f| old_by_path.get(f.path.as_str()).is_none_or(|o| o.hash != f.hash))
@@ -362,6 +365,21 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
                     .filter(|f| new_facts.binary_search_by(|n| n.path.cmp(&f.path)).map_or(true, |i| new_facts[i].hash != f.hash))
                     .cloned()
                     .collect();
+                let (old_rows, new_rows, counts) = match stored {
+                    Some(mut counts) => {
+                        let paths: BTreeSet<&str> = changed.iter().chain(&old_changed).map(|f| f.path.as_str()).collect();
+                        let (old_part, new_part) = resolve_affected(&store, &old_facts, &new_facts, &paths)?;
+                        counts.add(&Counts::of(&old_part), -1);
+                        counts.add(&Counts::of(&new_part), 1);
+                        (old_part, new_part, counts)
+                    }
+                    None => {
+                        let new_rows = resolve(&new_facts);
+                        let counts = Counts::of(&new_rows);
+                        (resolve(&old_facts), new_rows, counts)
+                    }
+                };
+                mark("2 resolve", &mut phases);
                 let diff = store::diff(
                     &old_rows,
                     &new_rows,
@@ -369,7 +387,7 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
                     &store::encode_facts(&changed),
                 );
                 let n = diff.changed_rows;
-                store.apply(diff, &root, &digest)?;
+                store.apply(diff, &root, &digest, &counts)?;
                 mark("3 graph store", &mut phases);
                 if search_fresh {
                     let mut paths: Vec<String> = changed.iter().map(|f| f.path.clone()).collect();
@@ -381,15 +399,18 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
                     rebuild_search(&root, &new_facts, &digest, threads)?;
                 }
                 mark("4 keyword store", &mut phases);
-                ("incremental", n)
+                ("incremental", n, counts)
             }
         }
         None => {
-            store::write_full(&db_path, &root, &new_rows, &store::encode_facts(&new_facts), &digest)?;
+            let new_rows = resolve(&new_facts);
+            mark("2 resolve", &mut phases);
+            let counts = Counts::of(&new_rows);
+            store::write_full(&db_path, &root, &new_rows, &store::encode_facts(&new_facts), &digest, &counts)?;
             mark("3 graph store", &mut phases);
             store::text::write_full(&root, &new_docs, &digest, threads)?;
             mark("4 keyword store", &mut phases);
-            ("full", total_rows(&new_rows) + new_facts.len())
+            ("full", total_rows(&new_rows) + new_facts.len(), counts)
         }
     };
 
@@ -401,9 +422,9 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
         files: new_facts.len(),
         parsed,
         removed,
-        entities: new_rows.entity.len(),
-        edges: new_rows.calls.len(),
-        edges_by_how: count_by_how(&new_rows),
+        entities: counts.entities.max(0) as usize,
+        edges: counts.edges.max(0) as usize,
+        edges_by_how: counts.by_how.iter().map(|(k, v)| (k.clone(), (*v).max(0) as usize)).collect(),
         files_with_syntax_errors: new_facts.iter().filter(|f| f.syntax_errors > 0).count(),
         skipped,
         rows_written,
@@ -411,6 +432,68 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
         seconds: started.elapsed().as_secs_f64(),
         phases,
     })
+}
+
+/// The rows an incremental run can change, before and after: those of the files the
+/// change affects ([`resolve::affected`]), and the `test_of` rows of the tests whose
+/// reach can pass through them. Tests are found by walking the stored graph backwards
+/// from the affected files' entities; their new reach walks the new rows where the
+/// affected files are, and the stored graph (unchanged there) elsewhere.
+fn resolve_affected(store: &store::Store, old: &[FileFacts], new: &[FileFacts], changed: &BTreeSet<&str>) -> Result<(Rows, Rows), IndexError> {
+    use crate::resolve::{affected, resolve_files, test_reach, World, TEST_REACH_CONFIDENCE, TEST_REACH_DEPTH};
+    let (old_w, new_w) = (World::new(old), World::new(new));
+    let (ao, an) = affected::affected(&old_w, &new_w, changed);
+    let mut old_part = resolve_files(&old_w, &ao);
+    let mut new_part = resolve_files(&new_w, &an);
+
+    let ids = |facts: &[FileFacts], which: &[u32]| -> Vec<String> {
+        which.iter().flat_map(|&i| facts[i as usize].entities.iter().map(|e| e.id.clone())).collect()
+    };
+    let mut touched: BTreeSet<String> = ids(old, &ao).into_iter().collect();
+    touched.extend(ids(new, &an));
+    // Tests within reach of a touched entity: the walk expands entities up to depth
+    // TEST_REACH_DEPTH - 1, so that many steps back.
+    let mut candidates = touched.clone();
+    let mut level: Vec<String> = touched.iter().cloned().collect();
+    for _ in 0..TEST_REACH_DEPTH - 1 {
+        let refs: Vec<&str> = level.iter().map(String::as_str).collect();
+        let callers = store.callers_of(&refs, TEST_REACH_CONFIDENCE)?;
+        level = callers.into_iter().filter(|c| candidates.insert(c.clone())).collect();
+        if level.is_empty() {
+            break;
+        }
+    }
+    let tests_of = |facts: &[FileFacts]| -> HashSet<String> {
+        facts.iter().flat_map(|f| f.entities.iter().filter(|e| e.is_test).map(|e| e.id.clone())).collect()
+    };
+    let (old_tests, new_tests) = (tests_of(old), tests_of(new));
+    let affected_tests: Vec<&str> =
+        candidates.iter().map(String::as_str).filter(|c| old_tests.contains(*c) || new_tests.contains(*c)).collect();
+    old_part.test_of = store.test_of_rows(&affected_tests)?;
+    let mut local: HashMap<String, Vec<String>> = HashMap::new();
+    for ((caller, callee, _), (_, conf)) in &new_part.calls {
+        if *conf >= TEST_REACH_CONFIDENCE {
+            local.entry(caller.clone()).or_default().push(callee.clone());
+        }
+    }
+    let in_new_part: HashSet<String> = ids(new, &an).into_iter().collect();
+    let still_tests: Vec<&str> = affected_tests.iter().copied().filter(|t| new_tests.contains(*t)).collect();
+    new_part.test_of = test_reach(&still_tests, |batch| {
+        let mut out: HashMap<String, Vec<String>> = HashMap::new();
+        let mut ask: Vec<&str> = Vec::new();
+        for &n in batch {
+            if in_new_part.contains(n) {
+                out.insert(n.to_string(), local.get(n).cloned().unwrap_or_default());
+            } else {
+                ask.push(n);
+            }
+        }
+        for (caller, callee) in store.callees_of(&ask, TEST_REACH_CONFIDENCE)? {
+            out.entry(caller).or_default().push(callee);
+        }
+        Ok::<_, IndexError>(out)
+    })?;
+    Ok((old_part, new_part))
 }
 
 /// Rebuild the keyword index from every indexed file (read again: they are in the page

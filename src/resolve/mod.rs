@@ -5,6 +5,7 @@
 //! in. Every `calls` edge says how it was found ([`How`]); the rules are the contract of
 //! ARCHITECTURE.md ("Name resolution"), one file per language.
 
+pub mod affected;
 mod java;
 mod python;
 mod typescript;
@@ -96,6 +97,74 @@ pub fn count_by_how(rows: &Rows) -> BTreeMap<String, usize> {
         *m.entry(how.clone()).or_insert(0) += 1;
     }
     m
+}
+
+/// The totals the summary reports, kept in the index so that an incremental run can
+/// update them from the rows it changes instead of counting everything again.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Counts {
+    pub entities: i64,
+    pub edges: i64,
+    pub by_how: BTreeMap<String, i64>,
+}
+
+impl Counts {
+    pub fn of(rows: &Rows) -> Counts {
+        let mut by_how = BTreeMap::new();
+        for (how, _) in rows.calls.values() {
+            *by_how.entry(how.clone()).or_insert(0) += 1;
+        }
+        Counts { entities: rows.entity.len() as i64, edges: rows.calls.len() as i64, by_how }
+    }
+
+    /// Add (`sign` 1) or take away (`sign` -1) another count.
+    pub fn add(&mut self, other: &Counts, sign: i64) {
+        self.entities += sign * other.entities;
+        self.edges += sign * other.edges;
+        for (k, v) in &other.by_how {
+            *self.by_how.entry(k.clone()).or_insert(0) += sign * v;
+        }
+        self.by_how.retain(|_, v| *v != 0);
+    }
+}
+
+/// `test_of` for some tests, level by level over the call graph: `out_edges` gives the
+/// edges (at least [`TEST_REACH_CONFIDENCE`] sure) of a batch of entities. The same rows
+/// as the full computation gives for those tests.
+pub fn test_reach<E>(
+    tests: &[&str],
+    mut out_edges: impl FnMut(&[&str]) -> Result<HashMap<String, Vec<String>>, E>,
+) -> Result<BTreeSet<(String, String)>, E> {
+    let mut known: HashMap<String, Vec<String>> = HashMap::new();
+    let mut seen: Vec<BTreeSet<String>> = tests.iter().map(|t| BTreeSet::from([t.to_string()])).collect();
+    let mut frontier: Vec<Vec<String>> = tests.iter().map(|t| vec![t.to_string()]).collect();
+    let mut out = BTreeSet::new();
+    for _ in 0..TEST_REACH_DEPTH {
+        let mut missing: BTreeSet<&str> = BTreeSet::new();
+        for f in &frontier {
+            missing.extend(f.iter().map(String::as_str).filter(|n| !known.contains_key(*n)));
+        }
+        if !missing.is_empty() {
+            let batch: Vec<&str> = missing.into_iter().collect();
+            let mut got = out_edges(&batch)?;
+            for n in batch {
+                known.insert(n.to_string(), got.remove(n).unwrap_or_default());
+            }
+        }
+        for (i, f) in frontier.iter_mut().enumerate() {
+            let mut next = Vec::new();
+            for at in f.iter() {
+                for to in &known[at] {
+                    if seen[i].insert(to.clone()) {
+                        out.insert((tests[i].to_string(), to.clone()));
+                        next.push(to.clone());
+                    }
+                }
+            }
+            *f = next;
+        }
+    }
+    Ok(out)
 }
 
 /// Everything resolution looks things up in, built once from all files.
@@ -300,9 +369,19 @@ impl<'a> World<'a> {
 /// Resolve every file's facts into rows. `files` must be sorted by path.
 pub fn resolve(files: &[FileFacts]) -> Rows {
     let world = World::new(files);
+    let all: Vec<u32> = (0..files.len() as u32).collect();
+    let mut rows = resolve_files(&world, &all);
+    rows.test_of = test_of(files, &rows);
+    rows
+}
+
+/// The rows of some files (all but `test_of`, which needs every edge): the file, its
+/// entities, and the edges and sites whose caller, child or file it holds.
+pub fn resolve_files(world: &World, which: &[u32]) -> Rows {
+    let files = world.files;
     let mut rows = Rows::default();
-    for (fi, f) in files.iter().enumerate() {
-        let fi = fi as u32;
+    for &fi in which {
+        let f = &files[fi as usize];
         rows.file.insert(
             f.path.clone(),
             (f.lang.name().to_string(), f.hash.clone(), f.lines as i64, f.is_test, f.syntax_errors as i64),
@@ -363,7 +442,6 @@ pub fn resolve(files: &[FileFacts]) -> Rows {
             }
         }
     }
-    rows.test_of = test_of(files, &rows);
     rows
 }
 

@@ -288,8 +288,9 @@ pub fn tree_digest(facts: &[FileFacts]) -> String {
     h.finalize().to_hex()[..32].to_string()
 }
 
-fn meta_rows(root: &Path, digest: &str) -> Vec<(String, String)> {
+fn meta_rows(root: &Path, digest: &str, counts: &crate::resolve::Counts) -> Vec<(String, String)> {
     vec![
+        ("counts".into(), serde_json::to_string(counts).unwrap_or_default()),
         ("tree_digest".into(), digest.to_string()),
         ("format_version".into(), FORMAT_VERSION.to_string()),
         ("reproagent_version".into(), env!("CARGO_PKG_VERSION").into()),
@@ -298,12 +299,12 @@ fn meta_rows(root: &Path, digest: &str) -> Vec<(String, String)> {
 }
 
 /// Write a whole new index at `path`, atomically replacing any previous one.
-pub fn write_full(path: &Path, root: &Path, rows: &Rows, facts: &[(String, String)], digest: &str) -> Result<(), StoreError> {
+pub fn write_full(path: &Path, root: &Path, rows: &Rows, facts: &[(String, String)], digest: &str, counts: &crate::resolve::Counts) -> Result<(), StoreError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
     let mem = DbInstance::new("mem", "", "").map_err(db_err)?;
     mem.run_script(&schema_script(), BTreeMap::new(), ScriptMutability::Mutable).map_err(db_err)?;
-    let tuples = to_tuples(rows, facts, &meta_rows(root, digest));
+    let tuples = to_tuples(rows, facts, &meta_rows(root, digest, counts));
     let data: BTreeMap<String, NamedRows> =
         tuples.into_iter().map(|(rel, rows)| (rel.to_string(), named(&headers(rel), rows))).collect();
     mem.import_relations(data).map_err(db_err)?;
@@ -423,9 +424,9 @@ impl Store {
     }
 
     /// Apply a diff as one transaction.
-    pub fn apply(&self, diff: Diff, root: &Path, digest: &str) -> Result<(), StoreError> {
+    pub fn apply(&self, diff: Diff, root: &Path, digest: &str, counts: &crate::resolve::Counts) -> Result<(), StoreError> {
         let mut data = diff.data;
-        let meta = meta_rows(root, digest).into_iter().map(|(k, v)| vec![s(&k), s(&v)]).collect();
+        let meta = meta_rows(root, digest, counts).into_iter().map(|(k, v)| vec![s(&k), s(&v)]).collect();
         data.insert("index_meta".into(), named(&["key", "value"], meta));
         self.db.import_relations(data).map_err(db_err)
     }
@@ -461,6 +462,38 @@ impl Store {
         }
         out.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(out)
+    }
+
+    /// The callers of `ids` over edges at least `min_confidence` sure.
+    pub fn callers_of(&self, ids: &[&str], min_confidence: f64) -> Result<Vec<String>, StoreError> {
+        let r = self.run_ids(
+            "?[caller] := x in $ids, *calls:by_callee{callee: x, caller, line}, *calls{caller, callee: x, line, confidence}, confidence >= $min",
+            ids,
+            min_confidence,
+        )?;
+        Ok(r.rows.iter().filter_map(|row| row.first().and_then(|v| v.get_str()).map(str::to_string)).collect())
+    }
+
+    /// The out-edges of `ids` at least `min_confidence` sure, as (caller, callee).
+    pub fn callees_of(&self, ids: &[&str], min_confidence: f64) -> Result<Vec<(String, String)>, StoreError> {
+        let r = self.run_ids("?[caller, callee] := caller in $ids, *calls{caller, callee, confidence}, confidence >= $min", ids, min_confidence)?;
+        Ok(r.rows.iter().filter_map(|row| Some((row.first()?.get_str()?.to_string(), row.get(1)?.get_str()?.to_string()))).collect())
+    }
+
+    /// The stored `test_of` rows of some tests.
+    pub fn test_of_rows(&self, tests: &[&str]) -> Result<BTreeSet<(String, String)>, StoreError> {
+        let r = self.run_ids("?[test, target] := test in $ids, *test_of{test, target}", tests, 0.0)?;
+        Ok(r.rows.iter().filter_map(|row| Some((row.first()?.get_str()?.to_string(), row.get(1)?.get_str()?.to_string()))).collect())
+    }
+
+    fn run_ids(&self, script: &str, ids: &[&str], min: f64) -> Result<NamedRows, StoreError> {
+        if ids.is_empty() {
+            return Ok(NamedRows::new(vec![], vec![]));
+        }
+        let mut params = BTreeMap::new();
+        params.insert("ids".to_string(), DataValue::List(ids.iter().map(|i| s(i)).collect()));
+        params.insert("min".to_string(), DataValue::from(min));
+        self.db.run_script(script, params, ScriptMutability::Immutable).map_err(db_err)
     }
 
     /// Run a read-only script. Writes are refused by Cozo itself; an error says where in

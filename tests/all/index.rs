@@ -252,3 +252,87 @@ fn an_interrupted_index_leaves_the_previous_one_usable() {
     let s = index_with(root, 2, false);
     assert_eq!(s.files, 1 + 40 * 41);
 }
+
+/// Index `root` incrementally and check every relation against a fresh full index of
+/// the same tree.
+fn check_incremental(root: &Path, step: &str) {
+    let s = index_with(root, 2, false);
+    assert_ne!(s.mode, "full", "{step}: the run must be incremental");
+    let incremental = dump_all(root);
+    let fresh = tempfile::tempdir().unwrap();
+    copy_into(root, fresh.path());
+    let f = index_with(fresh.path(), 2, true);
+    let full = dump_all(fresh.path());
+    let missing: Vec<_> = full.difference(&incremental).take(10).collect();
+    let extra: Vec<_> = incremental.difference(&full).take(10).collect();
+    assert!(missing.is_empty() && extra.is_empty(), "{step}: incremental differs from full\nmissing: {missing:#?}\nextra: {extra:#?}");
+    assert_eq!((s.entities, s.edges, &s.edges_by_how), (f.entities, f.edges, &f.edges_by_how), "{step}: the summary's counts");
+}
+
+/// One change at a time, each aimed at a way resolution reaches into other files (a
+/// body edit that only moves lines, a base gaining a method, a class changing its base
+/// under a grandchild, a re-export under an alias, a module-level variable's type, a new
+/// candidate for the bare-name fallback, a test's callee going away), then every fixture
+/// file in turn has its first definition renamed and its lines shifted: after each, the
+/// incremental index equals a fresh one.
+#[test]
+fn incremental_equals_full_after_each_single_edit() {
+    let repo = tempfile::tempdir().unwrap();
+    let root = repo.path();
+    let w = |rel: &str, text: &str| {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    w("app/__init__.py", "");
+    w("app/base.py", "class Base:\n    def ping(self):\n        return 1\n\n\nclass Other:\n    def pong(self):\n        return 2\n");
+    w("app/mid.py", "from .base import Base, Other\n\n\nclass Mid(Base):\n    pass\n");
+    w("app/leaf.py", "from .mid import Mid\n\n\nclass Leaf(Mid):\n    def run(self):\n        return self.ping() + self.pong()\n");
+    w("app/core.py", "def helper():\n    return 3\n\n\ndef compute():\n    return helper()\n");
+    w("app/reexport.py", "from .core import helper as assist\n");
+    w("app/user.py", "from .reexport import assist\nfrom .shared import thing\n\n\ndef use():\n    thing.ping()\n    return assist()\n");
+    w("app/shared.py", "from .base import Base\n\nthing = Base()\n");
+    w("app/loose.py", "def stray():\n    return lonely()\n");
+    w("tests/test_core.py", "from app.core import compute\nfrom app.leaf import Leaf\n\n\ndef test_compute():\n    assert compute() == 3\n\n\ndef test_leaf():\n    Leaf().run()\n");
+    for (lang, p) in [("python", "shop"), ("typescript", "tasks"), ("java", "bank")] {
+        let to = root.join(p);
+        std::fs::create_dir_all(&to).unwrap();
+        copy_into(&fixture(&format!("{lang}/{p}")), &to);
+    }
+    index_with(root, 2, false);
+
+    edit(root, "app/core.py", |s| format!("# moved down\n\n{s}"));
+    check_incremental(root, "a body-only edit that shifts lines");
+    edit(root, "app/base.py", |s| s.replace("class Other:", "class Other:\n    def ping(self):\n        return 9\n"));
+    check_incremental(root, "a class gains a method a grandchild's self-call could reach");
+    edit(root, "app/mid.py", |s| s.replace("class Mid(Base):", "class Mid(Other):"));
+    check_incremental(root, "a class changes its base under a grandchild");
+    edit(root, "app/core.py", |s| s.replace("def helper():", "def helper_renamed():").replace("return helper()", "return helper_renamed()"));
+    check_incremental(root, "a re-exported function is renamed under its alias");
+    edit(root, "app/base.py", |s| s.replace("    def ping(self):\n        return 1\n", "    def pinged(self):\n        return 1\n"));
+    check_incremental(root, "a module-level variable's class loses the method called on it");
+    w("app/lonely.py", "def lonely():\n    return 0\n");
+    check_incremental(root, "a new candidate for the bare-name fallback");
+    std::fs::remove_file(root.join("app/lonely.py")).unwrap();
+    check_incremental(root, "the candidate goes away");
+    edit(root, "app/core.py", |s| s.replace("def compute():\n    return helper_renamed()", "def compute():\n    return 3"));
+    check_incremental(root, "a test's callee stops calling on");
+
+    // Every fixture file: rename its first definition, then shift its lines.
+    let mut files: Vec<String> = Vec::new();
+    for p in ["shop", "tasks", "bank"] {
+        let (found, _) = index::walk(&root.join(p), false);
+        files.extend(found.into_iter().map(|f| format!("{p}/{}", f.rel)));
+    }
+    files.sort();
+    let def = regex::Regex::new(r"(def|class|function|interface) ([A-Za-z_][A-Za-z0-9_]*)").unwrap();
+    for rel in &files {
+        let text = std::fs::read_to_string(root.join(rel)).unwrap();
+        let Some(m) = def.captures(&text) else { continue };
+        let name = m.get(2).unwrap().as_str().to_string();
+        edit(root, rel, |s| s.replacen(&format!("{} {name}", &m[1]), &format!("{} {name}Renamed", &m[1]), 1));
+        check_incremental(root, &format!("{rel}: {name} renamed"));
+        edit(root, rel, |s| format!("\n\n{s}"));
+        check_incremental(root, &format!("{rel}: lines shifted"));
+    }
+}

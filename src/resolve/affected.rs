@@ -1,0 +1,217 @@
+//! Which files an incremental run must resolve again.
+//!
+//! Resolution looks things up in other files by name only: a call's name and receiver,
+//! an import's module and names, a base, a variable's or parameter's type. What it finds
+//! there are definitions: entities (by id, kind, parent, parameters, bases, in source
+//! order), module-level variables, imports (re-exports) and the default export, and the
+//! file's existence under its path. Line numbers of other files are never consulted, and
+//! rows refer to other files' entities by id, which holds no line.
+//!
+//! So when a changed file's *definitions* of a name differ before and after, that name
+//! is changed; a file is affected when it changed itself or uses a changed name. A file
+//! added or removed changes every name it defines and its module's name. Inheritance
+//! reaches further than names: the types that inherit, before or after, from a type of a
+//! file whose definitions changed are affected (their files, and their names).
+//!
+//! An edit inside a function body changes no definition: only the edited file is
+//! resolved again. The test "incremental equals full" checks the rule on every relation.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use super::World;
+use crate::extract::FileFacts;
+
+/// Identifier-like pieces of a string (`os.path` -> `os`, `path`; `./utils/x` -> `utils`, `x`).
+fn pieces(s: &str) -> impl Iterator<Item = &str> {
+    s.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$')).filter(|p| !p.is_empty())
+}
+
+/// The name a module is imported by: its file stem, or its directory for a package
+/// file (`__init__.py`, `index.ts`).
+fn module_name(path: &str) -> &str {
+    let mut parts = path.rsplit('/');
+    let file = parts.next().unwrap_or(path);
+    let stem = file.split('.').next().unwrap_or(file);
+    if stem == "__init__" || stem == "index" {
+        parts.next().unwrap_or(stem)
+    } else {
+        stem
+    }
+}
+
+/// The names a file's resolution can look up.
+fn uses(f: &FileFacts) -> HashSet<&str> {
+    let mut out = HashSet::new();
+    for c in &f.calls {
+        out.insert(c.name.as_str());
+        out.extend(pieces(&c.receiver));
+    }
+    for i in &f.imports {
+        out.extend(pieces(&i.module));
+        out.extend(pieces(&i.name));
+        out.extend(pieces(&i.alias));
+    }
+    for e in &f.entities {
+        for b in e.bases.iter().chain(&e.params) {
+            out.extend(pieces(b));
+        }
+    }
+    for v in &f.vars {
+        out.extend(pieces(&v.ty));
+    }
+    out.extend(pieces(&f.package));
+    out
+}
+
+/// A definition as other files' resolution sees it (no lines).
+type DefSig<'a> = (&'a str, &'a str, Option<&'a str>, &'a [String], bool, &'a [String]);
+
+/// Per name, what a file defines under it, in source order; and everything else other
+/// files can see of it.
+fn definitions(f: &FileFacts) -> BTreeMap<&str, Vec<DefSig<'_>>> {
+    let mut out: BTreeMap<&str, Vec<DefSig>> = BTreeMap::new();
+    for e in &f.entities {
+        let parent = e.parent.map(|p| f.entities[p as usize].id.as_str());
+        out.entry(e.name.as_str()).or_default().push((e.id.as_str(), e.kind.as_str(), parent, &e.params, e.varargs, &e.bases));
+    }
+    out
+}
+
+/// The names whose definitions differ between two versions of a file (either may be
+/// absent: added or removed). Returns whether anything at all differs.
+fn changed_names<'a>(old: Option<&'a FileFacts>, new: Option<&'a FileFacts>, names: &mut HashSet<&'a str>) -> bool {
+    let (Some(o), Some(n)) = (old, new) else {
+        // Added or removed: everything it defines, and its module.
+        for f in old.into_iter().chain(new) {
+            names.insert(module_name(&f.path));
+            for e in &f.entities {
+                names.insert(e.name.as_str());
+            }
+            for v in &f.vars {
+                names.insert(v.name.as_str());
+            }
+            for i in &f.imports {
+                names.extend(pieces(&i.name));
+                names.extend(pieces(&i.alias));
+            }
+            names.extend(pieces(&f.default_export));
+        }
+        return true;
+    };
+    let before = names.len();
+    let mut any = false;
+    if o.package != n.package || o.lang != n.lang {
+        // Every qualified name of the file moves.
+        names.insert(module_name(&n.path));
+        names.extend(pieces(&o.package));
+        names.extend(pieces(&n.package));
+        for e in o.entities.iter().chain(&n.entities) {
+            names.insert(e.name.as_str());
+        }
+        any = true;
+    }
+    let (d_old, d_new) = (definitions(o), definitions(n));
+    for (name, sig) in &d_old {
+        if d_new.get(name) != Some(sig) {
+            names.insert(name);
+        }
+    }
+    for name in d_new.keys() {
+        if !d_old.contains_key(name) {
+            names.insert(name);
+        }
+    }
+    let vars = |f: &'a FileFacts| -> BTreeSet<(&'a str, &'a str, u32)> { f.vars.iter().map(|v| (v.name.as_str(), v.ty.as_str(), v.owner)).collect() };
+    for (name, _, _) in vars(o).symmetric_difference(&vars(n)) {
+        names.insert(name);
+    }
+    let imports = |f: &'a FileFacts| -> BTreeSet<(&'a str, &'a str, &'a str, bool, String)> {
+        f.imports.iter().map(|i| (i.module.as_str(), i.name.as_str(), i.alias.as_str(), i.is_static, format!("{:?}", i.kind))).collect()
+    };
+    for (module, name, alias, _, _) in imports(o).symmetric_difference(&imports(n)) {
+        names.extend(pieces(name));
+        names.extend(pieces(alias));
+        names.extend(pieces(module).last());
+    }
+    if o.default_export != n.default_export {
+        names.extend(pieces(&o.default_export));
+        names.extend(pieces(&n.default_export));
+    }
+    any || names.len() > before
+}
+
+/// The files to resolve again, as indices into the old and the new file lists (both
+/// worlds are built over all files). `changed` are the paths added, changed or removed.
+pub fn affected(old: &World, new: &World, changed: &BTreeSet<&str>) -> (Vec<u32>, Vec<u32>) {
+    let mut names: HashSet<&str> = HashSet::new();
+    // Files whose definitions changed, by index in each world.
+    let mut redefined_old: HashSet<u32> = HashSet::new();
+    let mut redefined_new: HashSet<u32> = HashSet::new();
+    for path in changed {
+        let o = old.file_by_path(path);
+        let n = new.file_by_path(path);
+        if changed_names(o.map(|i| old.file(i)), n.map(|i| new.file(i)), &mut names) {
+            redefined_old.extend(o);
+            redefined_new.extend(n);
+        }
+    }
+    // Types inheriting, in either world, from a type of a redefined file.
+    let mut inheriting: BTreeSet<&str> = BTreeSet::new();
+    for (w, redefined) in [(old, &redefined_old), (new, &redefined_new)] {
+        if redefined.is_empty() {
+            continue;
+        }
+        for &ty in w.bases.keys() {
+            if w.ancestors(ty).iter().any(|a| redefined.contains(&a.0)) {
+                inheriting.insert(w.file(ty.0).path.as_str());
+                names.insert(w.entity(ty).name.as_str());
+            }
+        }
+    }
+    // A file that uses a changed name is affected, and what it passes on (its imports'
+    // names and aliases, its module-level variables: `from c import y as x`, `x = c.y`)
+    // changes with it; to a fixpoint.
+    let mut picked: Vec<Vec<bool>> = Vec::new();
+    for w in [old, new] {
+        picked.push(w.files.iter().map(|f| changed.contains(f.path.as_str()) || inheriting.contains(f.path.as_str())).collect());
+    }
+    if !names.is_empty() {
+        let used: Vec<Vec<HashSet<&str>>> = [old, new].iter().map(|w| w.files.iter().map(uses).collect()).collect();
+        loop {
+            let before = names.len();
+            for (wi, w) in [old, new].into_iter().enumerate() {
+                for (fi, f) in w.files.iter().enumerate() {
+                    if picked[wi][fi] || !used[wi][fi].iter().any(|n| names.contains(n)) {
+                        continue;
+                    }
+                    picked[wi][fi] = true;
+                    for i in &f.imports {
+                        names.extend(pieces(&i.name));
+                        names.extend(pieces(&i.alias));
+                    }
+                    for v in &f.vars {
+                        names.insert(v.name.as_str());
+                    }
+                }
+            }
+            if names.len() == before {
+                break;
+            }
+        }
+    }
+    let indices = |p: &[bool]| p.iter().enumerate().filter(|(_, &x)| x).map(|(i, _)| i as u32).collect::<Vec<u32>>();
+    (indices(&picked[0]), indices(&picked[1]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_names() {
+        assert_eq!(module_name("django/db/models/query.py"), "query");
+        assert_eq!(module_name("pkg/__init__.py"), "pkg");
+        assert_eq!(module_name("src/util/index.ts"), "util");
+        assert_eq!(module_name("Main.java"), "Main");
+    }
+}
