@@ -411,9 +411,9 @@ pub fn resolve_files(world: &World, which: &[u32]) -> Rows {
         }
         for imp in &f.imports {
             let target = match f.lang {
-                Lang::Python => python::import_target(&world, fi, imp),
-                Lang::TypeScript => typescript::import_target(&world, fi, imp),
-                Lang::Java => java::import_target(&world, fi, imp),
+                Lang::Python => python::import_target(world, fi, imp),
+                Lang::TypeScript => typescript::import_target(world, fi, imp),
+                Lang::Java => java::import_target(world, fi, imp),
             };
             rows.imports.insert(
                 (f.path.clone(), imp.line as i64, imp.module.clone(), imp.name.clone()),
@@ -424,9 +424,9 @@ pub fn resolve_files(world: &World, which: &[u32]) -> Rows {
             let caller = &f.entities[call.owner as usize].id;
             rows.call_site.insert((caller.clone(), call.line as i64, call.name.clone(), call.receiver.clone()));
             let hits = match f.lang {
-                Lang::Python => python::resolve_call(&world, fi, call),
-                Lang::TypeScript => typescript::resolve_call(&world, fi, call),
-                Lang::Java => java::resolve_call(&world, fi, call),
+                Lang::Python => python::resolve_call(world, fi, call),
+                Lang::TypeScript => typescript::resolve_call(world, fi, call),
+                Lang::Java => java::resolve_call(world, fi, call),
             };
             let n = hits.iter().filter(|h| h.how == How::Name).count().max(1);
             for h in hits {
