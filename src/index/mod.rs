@@ -449,8 +449,32 @@ fn resolve_affected(store: &store::Store, old: &[FileFacts], new: &[FileFacts], 
     let ids = |facts: &[FileFacts], which: &[u32]| -> Vec<String> {
         which.iter().flat_map(|&i| facts[i as usize].entities.iter().map(|e| e.id.clone())).collect()
     };
-    let mut touched: BTreeSet<String> = ids(old, &ao).into_iter().collect();
-    touched.extend(ids(new, &an));
+    // `test_of` depends only on which entities are tests and on the set of sure edges
+    // out of each entity. Seeds: the entities whose sure out-edges differ, and the tests
+    // that appear or disappear. An edit that moves lines changes neither.
+    let sure = |rows: &Rows| -> BTreeMap<String, BTreeSet<String>> {
+        let mut m: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for ((caller, callee, _), (_, conf)) in &rows.calls {
+            if *conf >= TEST_REACH_CONFIDENCE {
+                m.entry(caller.clone()).or_default().insert(callee.clone());
+            }
+        }
+        m
+    };
+    let (sure_old, sure_new) = (sure(&old_part), sure(&new_part));
+    let mut touched: BTreeSet<String> = BTreeSet::new();
+    for k in sure_old.keys().chain(sure_new.keys()) {
+        if sure_old.get(k) != sure_new.get(k) {
+            touched.insert(k.clone());
+        }
+    }
+    let part_tests = |facts: &[FileFacts], which: &[u32]| -> BTreeSet<String> {
+        which.iter().flat_map(|&i| facts[i as usize].entities.iter().filter(|e| e.is_test).map(|e| e.id.clone())).collect()
+    };
+    touched.extend(part_tests(old, &ao).symmetric_difference(&part_tests(new, &an)).cloned());
+    if touched.is_empty() {
+        return Ok((old_part, new_part));
+    }
     // Tests within reach of a touched entity: the walk expands entities up to depth
     // TEST_REACH_DEPTH - 1, so that many steps back.
     let mut candidates = touched.clone();
@@ -470,12 +494,7 @@ fn resolve_affected(store: &store::Store, old: &[FileFacts], new: &[FileFacts], 
     let affected_tests: Vec<&str> =
         candidates.iter().map(String::as_str).filter(|c| old_tests.contains(*c) || new_tests.contains(*c)).collect();
     old_part.test_of = store.test_of_rows(&affected_tests)?;
-    let mut local: HashMap<String, Vec<String>> = HashMap::new();
-    for ((caller, callee, _), (_, conf)) in &new_part.calls {
-        if *conf >= TEST_REACH_CONFIDENCE {
-            local.entry(caller.clone()).or_default().push(callee.clone());
-        }
-    }
+    let local: HashMap<&str, Vec<String>> = sure_new.iter().map(|(k, v)| (k.as_str(), v.iter().cloned().collect())).collect();
     let in_new_part: HashSet<String> = ids(new, &an).into_iter().collect();
     let still_tests: Vec<&str> = affected_tests.iter().copied().filter(|t| new_tests.contains(*t)).collect();
     new_part.test_of = test_reach(&still_tests, |batch| {
