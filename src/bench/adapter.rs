@@ -418,7 +418,9 @@ fn snapshot(root: &Path) -> BTreeMap<String, blake3::Hash> {
         let Ok(rd) = std::fs::read_dir(&dir) else { continue };
         for e in rd.flatten() {
             let name = e.file_name();
-            if name == ".git" || name == ".reproagent" {
+            // Hidden directories, caches and dependencies are no test the program wrote.
+            let n = name.to_string_lossy();
+            if n.starts_with('.') || n == "__pycache__" || n == "node_modules" {
                 continue;
             }
             let p = e.path();

@@ -25,17 +25,30 @@ pub struct Candidate {
 }
 
 impl Candidate {
-    /// The candidate's test files, as paths.
+    /// The candidate's test files: of the source files it writes, those that are tests
+    /// by their language's conventions, or all of them when none is (a data file or a
+    /// helper a test patch also touches is not run).
     pub fn test_files(&self) -> Vec<String> {
-        let mut out: Vec<String> = self.files.iter().map(|(p, _)| p.clone()).collect();
+        let mut all: Vec<String> = self.files.iter().map(|(p, _)| p.clone()).collect();
         if let Some(p) = &self.patch {
             for f in super::case::patch_files(p) {
-                if !out.contains(&f) {
-                    out.push(f);
+                if !all.contains(&f) {
+                    all.push(f);
                 }
             }
         }
-        out
+        let source: Vec<(String, crate::lang::Lang)> =
+            all.into_iter().filter_map(|f| crate::lang::Lang::of_path(Path::new(&f)).map(|l| (f, l))).collect();
+        let tests: Vec<String> = source
+            .iter()
+            .filter(|(f, l)| crate::lang::is_test_path(&l.descriptor().tests, f))
+            .map(|(f, _)| f.clone())
+            .collect();
+        if tests.is_empty() {
+            source.into_iter().map(|(f, _)| f).collect()
+        } else {
+            tests
+        }
     }
 
     /// The candidate as one diff against the buggy tree at `root`.
