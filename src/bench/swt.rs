@@ -102,9 +102,13 @@ pub fn case_id(instance_id: &str) -> String {
     }
 }
 
+/// An instance as read: where it is in the file (`#3`, `line 3`), and its JSON or why
+/// it is not JSON.
+pub type ReadInstance = (String, Result<Value, String>);
+
 /// The instances of a file: a JSON array, or one JSON object a line. A line that is
 /// not JSON is returned as its error, so it is skipped like any bad instance.
-pub fn read_instances(path: &Path) -> Result<Vec<(String, Result<Value, String>)>, BenchError> {
+pub fn read_instances(path: &Path) -> Result<Vec<ReadInstance>, BenchError> {
     let text = std::fs::read_to_string(path).map_err(|e| BenchError::io(path.display().to_string(), e))?;
     if text.trim_start().starts_with('[') {
         let all: Vec<Value> = serde_json::from_str(&text).map_err(|e| BenchError::Other(format!("{}: not a JSON array of instances: {e}", path.display())))?;
@@ -235,9 +239,10 @@ pub fn default_model_name(record: &super::BenchRecord) -> String {
 /// A run's candidates as predictions. The instance id is the suite case's
 /// `source.instance_id` when it has one, else the case id; cases without a candidate
 /// are left out.
-pub fn export(run: &Path, model_name: Option<&str>) -> Result<Vec<Prediction>, BenchError> {
-    let record = super::run::load_record(run)?;
-    let name = model_name.map(str::to_string).unwrap_or_else(|| default_model_name(&record));
+/// The suite is read from the path the run recorded; when it is not there (the run was
+/// made from another directory), case ids are used.
+pub fn export(record: &super::BenchRecord, model_name: Option<&str>) -> Vec<Prediction> {
+    let name = model_name.map(str::to_string).unwrap_or_else(|| default_model_name(record));
     let mut ids: BTreeMap<String, String> = BTreeMap::new();
     for (_, c) in load_suite(Path::new(&record.suite)).unwrap_or_default() {
         if let Ok(c) = c {
@@ -246,7 +251,7 @@ pub fn export(run: &Path, model_name: Option<&str>) -> Result<Vec<Prediction>, B
             }
         }
     }
-    Ok(record
+    record
         .cases
         .iter()
         .filter_map(|c| {
@@ -257,7 +262,7 @@ pub fn export(run: &Path, model_name: Option<&str>) -> Result<Vec<Prediction>, B
                 model_patch: patch.clone(),
             })
         })
-        .collect())
+        .collect()
 }
 
 /// Predictions as JSON Lines (one object a line) or as one JSON array.

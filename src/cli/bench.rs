@@ -122,11 +122,12 @@ pub struct ReportArgs {
 /// over local checkouts: OUT/<instance_id>/ with case.json, issue.md, gold.patch and
 /// test.patch. Instances that cannot be imported are reported and skipped.
 #[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("checkouts").required(true).args(["checkout", "repos"])))]
 pub struct ImportArgs {
     /// The instances: a JSON array or one JSON object a line.
     pub file: PathBuf,
     /// One checkout of the repository, for every instance.
-    #[arg(long, conflicts_with = "repos", required_unless_present = "repos")]
+    #[arg(long)]
     pub checkout: Option<PathBuf>,
     /// A directory of checkouts, each named owner__name or name.
     #[arg(long)]
@@ -401,7 +402,15 @@ fn import(a: ImportArgs) -> anyhow::Result<i32> {
 }
 
 fn export(a: ExportArgs) -> anyhow::Result<()> {
-    let predictions = swt::export(&a.run, a.model_name.as_deref()).map_err(err)?;
+    let file = if a.run.is_dir() { a.run.join("run.json") } else { a.run.clone() };
+    if !file.is_file() {
+        return Err(super::with_hint(format!("{} does not exist", file.display()), Some("give the output directory of a `reproagent bench run`")));
+    }
+    let record = bench::run::load_record(&file).map_err(err)?;
+    if !std::path::Path::new(&record.suite).exists() {
+        eprintln!("warning: the run's suite {} is not here: instance ids are the case ids", record.suite);
+    }
+    let predictions = swt::export(&record, a.model_name.as_deref());
     let text = swt::render(&predictions, a.format == ExportFormat::Jsonl).map_err(err)?;
     match &a.out {
         None => print!("{text}"),

@@ -1,5 +1,6 @@
 //! One integration-test binary; each module is one area of the product.
 
+mod bench_mine;
 mod cli;
 mod common;
 mod fixtures;
