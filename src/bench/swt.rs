@@ -209,12 +209,21 @@ fn import_one(v: &Value, id: &str, checkouts: &Checkouts, dir: &Path) -> Result<
     };
     case.validate().map_err(|(f, p)| format!("the case would be invalid: field `{f}`: {p}"))?;
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let written = write_case(dir, &case, problem, patch, test_patch);
+    if written.is_err() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    written
+}
+
+/// Write a case directory's files and load it back.
+fn write_case(dir: &Path, case: &Case, problem: &str, patch: &str, test_patch: &str) -> Result<(), String> {
     let with_newline = |s: &str| if s.ends_with('\n') { s.to_string() } else { format!("{s}\n") };
     let w = |name: &str, text: &str| std::fs::write(dir.join(name), text).map_err(|e| format!("{}: {e}", dir.join(name).display()));
     w("issue.md", &with_newline(problem))?;
     w("gold.patch", &with_newline(patch))?;
     w("test.patch", &with_newline(test_patch))?;
-    w("case.json", &serde_json::to_string_pretty(&case).map_err(|e| e.to_string())?)?;
+    w("case.json", &serde_json::to_string_pretty(case).map_err(|e| e.to_string())?)?;
     Case::load(dir).map(|_| ()).map_err(|e| e.to_string())
 }
 

@@ -429,6 +429,9 @@ fn mine(a: MineArgs) -> anyhow::Result<()> {
     if !a.repo.is_dir() {
         return Err(super::with_hint(format!("{} is not a directory", a.repo.display()), Some("give a git repository")));
     }
+    if mine::git(&a.repo, &["rev-parse", "--verify", "-q", "HEAD"]).is_err() {
+        return Err(super::with_hint(format!("{} is not a git repository with commits", a.repo.display()), Some("give a directory inside a git work tree whose HEAD has history")));
+    }
     if let Some(d) = a.issues.as_ref().filter(|d| !d.is_dir()) {
         return Err(super::with_hint(format!("--issues {} is not a directory", d.display()), Some("give a directory of <number>.md issue texts")));
     }

@@ -314,3 +314,16 @@ fn swt_import_skips_bad_instances_with_the_reason() {
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(stderr.contains("skipped x: missing field `repo`") && stderr.contains("error: no instance") && stderr.contains("hint:"), "{}", text(&o));
 }
+
+#[test]
+fn bench_mine_and_export_errors_are_one_line_with_a_hint() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let plain = tmp.path().to_str().unwrap();
+    for args in [vec!["bench", "mine", plain, "--out", plain], vec!["bench", "export", plain]] {
+        let o = reproagent(&args);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(stderr.trim().lines().count(), 1, "{}", text(&o));
+        assert!(stderr.starts_with("error: ") && stderr.contains("(hint: "), "{}", text(&o));
+    }
+}
