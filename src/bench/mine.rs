@@ -216,9 +216,10 @@ fn changed_files(repo: &Path, parent: &str, commit: &str) -> Result<Vec<Changed>
     Ok(files)
 }
 
-/// `git diff parent commit -- files`, with the a/ b/ prefixes whatever the user's config.
+/// `git diff parent commit -- files`, with the a/ b/ prefixes whatever the user's config
+/// and the paths taken literally (not as globs).
 fn diff(repo: &Path, parent: &str, commit: &str, files: &[&Changed]) -> Result<String, String> {
-    let mut args = vec!["-c", "diff.noprefix=false", "diff", "--no-color", "--no-ext-diff", "--no-renames", "--src-prefix=a/", "--dst-prefix=b/", parent, commit, "--"];
+    let mut args = vec!["--literal-pathspecs", "-c", "diff.noprefix=false", "diff", "--no-color", "--no-ext-diff", "--no-renames", "--src-prefix=a/", "--dst-prefix=b/", parent, commit, "--"];
     args.extend(files.iter().map(|f| f.path.as_str()));
     git(repo, &args)
 }
