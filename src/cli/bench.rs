@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 use crate::bench::adapter::{self, Adapter};
 use crate::bench::run::{BenchOptions, ModelSource};
 use crate::bench::score::Scorer;
-use crate::bench::{self, case, summarize, CaseResult, CaseStatus};
+use crate::bench::{self, case, mine, summarize, swt, CaseResult, CaseStatus};
 use crate::model::{resolve_from_process, ChatModel, HttpModel, ModelError, ModelInfo, ModelOverrides, Replayer};
 use crate::sandbox::Choice;
 
@@ -25,6 +25,9 @@ pub enum BenchCommand {
     Run(Box<RunArgs>),
     Validate(ValidateArgs),
     Report(ReportArgs),
+    Import(ImportArgs),
+    Export(ExportArgs),
+    Mine(MineArgs),
 }
 
 /// Run one reproducer over a suite: each case's candidate test runs on the buggy tree
@@ -115,11 +118,92 @@ pub struct ReportArgs {
     pub out: Option<PathBuf>,
 }
 
+/// Import SWE-bench / SWT-bench instances (a JSON array or JSON Lines file) as cases
+/// over local checkouts: OUT/<instance_id>/ with case.json, issue.md, gold.patch and
+/// test.patch. Instances that cannot be imported are reported and skipped.
+#[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("checkouts").required(true).args(["checkout", "repos"])))]
+pub struct ImportArgs {
+    /// The instances: a JSON array or one JSON object a line.
+    pub file: PathBuf,
+    /// One checkout of the repository, for every instance.
+    #[arg(long)]
+    pub checkout: Option<PathBuf>,
+    /// A directory of checkouts, each named owner__name or name.
+    #[arg(long)]
+    pub repos: Option<PathBuf>,
+    /// Where the cases go (default: .reproagent/bench/swt-<file name>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// A run's candidate tests as SWT-bench predictions: one object per case with a
+/// candidate, {"instance_id", "model_name_or_path", "model_patch"}.
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// The run's output directory (or its run.json).
+    pub run: PathBuf,
+    /// The predictions' model_name_or_path (default: reproagent-<adapter>[-<model>]).
+    #[arg(long)]
+    pub model_name: Option<String>,
+    /// Write the predictions here (default: print them).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "jsonl")]
+    pub format: ExportFormat,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExportFormat {
+    Jsonl,
+    Json,
+}
+
+/// Cases from a git history: commits that change code and tests, the tests failing
+/// before the change and passing after it. Writes OUT/<id>/ per case and OUT/mine.json
+/// (the count each stage kept, and every dropped commit with the reason).
+#[derive(Args, Debug)]
+pub struct MineArgs {
+    /// The git repository.
+    pub repo: PathBuf,
+    /// Where the cases go (default: .reproagent/bench/mined-<repository name>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Non-merge commits looked at, newest first.
+    #[arg(long, default_value_t = 200)]
+    pub max_commits: usize,
+    /// Most code files a fix may change.
+    #[arg(long, default_value_t = 5)]
+    pub max_files: usize,
+    /// Most code lines (added plus removed) a fix may change.
+    #[arg(long, default_value_t = 200)]
+    pub max_lines: usize,
+    /// A directory of issue texts (<number>.md or <number>.txt) for the issues commit
+    /// messages reference (#123, Fixes #123).
+    #[arg(long)]
+    pub issues: Option<PathBuf>,
+    /// Keep cases without running their tests (no fail-to-pass check).
+    #[arg(long)]
+    pub no_verify: bool,
+    /// Where tests run: docker when the engine answers and the image is there, else local.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub sandbox: super::reproduce::SandboxChoice,
+    /// Docker image for the tests.
+    #[arg(long)]
+    pub image: Option<String>,
+    /// Seconds one test run may take.
+    #[arg(long, default_value_t = 300)]
+    pub timeout: u64,
+}
+
 pub fn run(args: BenchArgs) -> anyhow::Result<i32> {
     match args.command {
         BenchCommand::Run(a) => run_bench(*a),
         BenchCommand::Validate(a) => validate(a),
         BenchCommand::Report(a) => report(a).map(|_| 0),
+        BenchCommand::Import(a) => import(a),
+        BenchCommand::Export(a) => export(a).map(|_| 0),
+        BenchCommand::Mine(a) => mine(a).map(|_| 0),
     }
 }
 
@@ -181,15 +265,7 @@ fn run_bench(a: RunArgs) -> anyhow::Result<i32> {
         suite: a.suite.clone(),
         out: out.clone(),
         jobs: a.jobs.max(1),
-        scorer: Scorer {
-            sandbox: match a.sandbox {
-                super::reproduce::SandboxChoice::Auto => Choice::Auto,
-                super::reproduce::SandboxChoice::Docker => Choice::Docker,
-                super::reproduce::SandboxChoice::Local => Choice::Local,
-            },
-            image: a.image.clone(),
-            timeout_secs: a.timeout,
-        },
+        scorer: scorer(a.sandbox, a.image.clone(), a.timeout),
         verify: !a.no_verify,
         only: a.cases.clone(),
         model: source,
@@ -279,5 +355,109 @@ fn report(a: ReportArgs) -> anyhow::Result<()> {
             println!("wrote {} and {}", dir.join("report.md").display(), dir.join("report.html").display());
         }
     }
+    Ok(())
+}
+
+fn scorer(sandbox: super::reproduce::SandboxChoice, image: Option<String>, timeout_secs: u64) -> Scorer {
+    let sandbox = match sandbox {
+        super::reproduce::SandboxChoice::Auto => Choice::Auto,
+        super::reproduce::SandboxChoice::Docker => Choice::Docker,
+        super::reproduce::SandboxChoice::Local => Choice::Local,
+    };
+    Scorer { sandbox, image, timeout_secs }
+}
+
+fn import(a: ImportArgs) -> anyhow::Result<i32> {
+    if !a.file.is_file() {
+        return Err(super::with_hint(format!("{} does not exist", a.file.display()), Some("give a JSON or JSON Lines file of SWE-bench / SWT-bench instances")));
+    }
+    let checkouts = match (&a.checkout, &a.repos) {
+        (Some(c), _) => swt::Checkouts::One(c.clone()),
+        (None, Some(r)) => swt::Checkouts::Dir(r.clone()),
+        (None, None) => return Err(super::with_hint("no checkout given".into(), Some("give --checkout DIR or --repos DIR"))),
+    };
+    let dir = match &checkouts {
+        swt::Checkouts::One(d) | swt::Checkouts::Dir(d) => d,
+    };
+    if !dir.is_dir() {
+        return Err(super::with_hint(format!("{} is not a directory", dir.display()), Some("--checkout is a git checkout; --repos a directory of them named owner__name or name")));
+    }
+    let out = a.out.clone().unwrap_or_else(|| {
+        let stem = a.file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "instances".into());
+        PathBuf::from(".reproagent").join("bench").join(format!("swt-{stem}"))
+    });
+    let r = swt::import(&a.file, &checkouts, &out).map_err(err)?;
+    for s in &r.skipped {
+        eprintln!("skipped {}: {}", s.instance, s.reason);
+    }
+    for i in &r.imported {
+        println!("imported {} -> {}", i.instance_id, i.dir);
+    }
+    let total = r.imported.len() + r.skipped.len();
+    println!("{} of {total} instances imported into {} ({} skipped)", r.imported.len(), out.display(), r.skipped.len());
+    if r.imported.is_empty() {
+        return Err(super::with_hint(format!("no instance of {} could be imported", a.file.display()), Some("see the reasons above")));
+    }
+    Ok(0)
+}
+
+fn export(a: ExportArgs) -> anyhow::Result<()> {
+    let file = if a.run.is_dir() { a.run.join("run.json") } else { a.run.clone() };
+    if !file.is_file() {
+        return Err(super::with_hint(format!("{} does not exist", file.display()), Some("give the output directory of a `reproagent bench run`")));
+    }
+    let record = bench::run::load_record(&file).map_err(err)?;
+    if !std::path::Path::new(&record.suite).exists() {
+        eprintln!("warning: the run's suite {} is not here: instance ids are the case ids", record.suite);
+    }
+    let predictions = swt::export(&record, a.model_name.as_deref());
+    let text = swt::render(&predictions, a.format == ExportFormat::Jsonl).map_err(err)?;
+    match &a.out {
+        None => print!("{text}"),
+        Some(path) => {
+            if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(d)?;
+            }
+            std::fs::write(path, text)?;
+            eprintln!("wrote {} predictions to {}", predictions.len(), path.display());
+        }
+    }
+    Ok(())
+}
+
+fn mine(a: MineArgs) -> anyhow::Result<()> {
+    if !a.repo.is_dir() {
+        return Err(super::with_hint(format!("{} is not a directory", a.repo.display()), Some("give a git repository")));
+    }
+    if mine::git(&a.repo, &["rev-parse", "--verify", "-q", "HEAD"]).is_err() {
+        return Err(super::with_hint(format!("{} is not a git repository with commits", a.repo.display()), Some("give a directory inside a git work tree whose HEAD has history")));
+    }
+    if let Some(d) = a.issues.as_ref().filter(|d| !d.is_dir()) {
+        return Err(super::with_hint(format!("--issues {} is not a directory", d.display()), Some("give a directory of <number>.md issue texts")));
+    }
+    let out = a.out.clone().unwrap_or_else(|| {
+        let name = std::fs::canonicalize(&a.repo).ok().and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned())).unwrap_or_else(|| "repo".into());
+        PathBuf::from(".reproagent").join("bench").join(format!("mined-{name}"))
+    });
+    let opts = mine::MineOptions {
+        repo: a.repo.clone(),
+        out: out.clone(),
+        max_commits: a.max_commits,
+        max_files: a.max_files,
+        max_lines: a.max_lines,
+        issues: a.issues.clone(),
+        verify: !a.no_verify,
+        scorer: scorer(a.sandbox, a.image.clone(), a.timeout),
+    };
+    let r = mine::mine(&opts, &|line| eprintln!("{line}")).map_err(err)?;
+    let mut rows = Vec::new();
+    let mut before = None;
+    for s in &r.stages {
+        let lost = before.map(|b: usize| b.saturating_sub(s.kept)).unwrap_or(0);
+        rows.push(vec![s.name.clone(), s.kept.to_string(), if before.is_some() { lost.to_string() } else { "-".into() }]);
+        before = Some(s.kept);
+    }
+    super::table::print(&["stage".to_string(), "kept".to_string(), "dropped".to_string()], &rows);
+    println!("{} cases in {} (stages and dropped commits: {})", r.cases.len(), out.display(), out.join("mine.json").display());
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! One integration-test binary; each module is one area of the product.
 
 mod bench;
+mod bench_mine;
 mod cli;
 mod common;
 mod fixtures;
