@@ -326,7 +326,15 @@ fn cli_runs_validates_and_reports() {
     let o = cli(&["bench", "report", run_dir.to_str().unwrap(), "--out", rep.to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(std::fs::read_to_string(rep.join("report.md")).unwrap().contains("gold"));
-    assert!(rep.join("report.html").exists());
+    // The page is well-formed and holds its three charts (no browser needed).
+    let html = std::fs::read_to_string(rep.join("report.html")).unwrap();
+    let opts = roxmltree::ParsingOptions { allow_dtd: true, ..Default::default() };
+    let doc = roxmltree::Document::parse_with_options(&html, opts).unwrap();
+    for id in ["chart-adapter", "chart-language", "chart-cost"] {
+        let svg = doc.descendants().find(|n| n.tag_name().name() == "svg" && n.attribute("id") == Some(id));
+        let svg = svg.unwrap_or_else(|| panic!("no svg #{id}"));
+        assert!(svg.descendants().any(|n| matches!(n.tag_name().name(), "rect" | "circle")), "{id} draws nothing");
+    }
 
     // Bad input: one line, with a hint.
     let o = cli(&["bench", "run", "--adapter", "pipeline", "--suite", suite.to_str().unwrap()]);
