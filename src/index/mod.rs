@@ -281,7 +281,8 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
         Some(s) => s.load_facts()?,
         None => Vec::new(),
     };
-    let old_by_path: HashMap<&str, &FileFacts> = old_facts.iter().map(|f| (f.path.as_str(), f)).collect();
+    // Unchanged files' facts are moved, not copied, into this run's list.
+    let old_by_path: HashMap<&str, (usize, &str)> = old_facts.iter().enumerate().map(|(i, f)| (f.path.as_str(), (i, f.hash.as_str()))).collect();
 
     let (files, mut skipped) = walk(&root, opts.include_vendored);
     let pool = pool(opts.threads)?;
@@ -289,7 +290,7 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
     let pb = progress_bar(opts.progress, files.len());
     let parsed = AtomicUsize::new(0);
     let limits = opts.limits;
-    let results: Vec<Result<Extracted, Skip>> = pool.install(|| {
+    let results: Vec<Result<Got, Skip>> = pool.install(|| {
         files
             .par_iter()
             .map_init(
@@ -311,22 +312,34 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
     };
     phases.insert("1 walk, read, parse".into(), started.elapsed().as_secs_f64());
 
+    let mut old_slots: Vec<Option<FileFacts>> = Vec::new();
     let mut new_facts = Vec::with_capacity(results.len());
+    // Which of `new_facts` were parsed in this run (added or changed).
+    let mut fresh: Vec<bool> = Vec::with_capacity(results.len());
     // Keyword documents of the files parsed in this run, in path order.
     let mut new_docs: Vec<SearchDoc> = Vec::new();
+    drop(old_by_path);
+    old_slots.extend(old_facts.into_iter().map(Some));
     for r in results {
         match r {
-            Ok((f, docs)) => {
-                new_docs.extend(docs.unwrap_or_default());
+            Ok(Got::Reused(i)) => {
+                new_facts.push(old_slots[i].take().expect("each stored file is reused once"));
+                fresh.push(false);
+            }
+            Ok(Got::Parsed(f, docs)) => {
+                new_docs.extend(docs);
                 new_facts.push(f);
+                fresh.push(true);
             }
             Err(s) => skipped.push(s),
         }
     }
+    // What is left of the stored facts: the old versions of changed and removed files.
+    let old_changed: Vec<FileFacts> = old_slots.into_iter().flatten().collect();
     skipped.sort_by(|a, b| (&a.path, &a.reason).cmp(&(&b.path, &b.reason)));
     let parsed = parsed.load(Ordering::Relaxed);
-    let new_paths: std::collections::HashSet<&str> = new_facts.iter().map(|f| f.path.as_str()).collect();
-    let removed = old_facts.iter().filter(|f| !new_paths.contains(f.path.as_str())).count();
+    let new_paths: HashSet<&str> = new_facts.iter().map(|f| f.path.as_str()).collect();
+    let removed = old_changed.iter().filter(|f| !new_paths.contains(f.path.as_str())).count();
 
     let digest = store::tree_digest(&new_facts);
     // The keyword index can be updated in place only when it matches the graph it was
@@ -341,6 +354,10 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
         Some(store) => {
             // Counts kept by the previous run; an index without them is counted afresh.
             let stored: Option<Counts> = store.meta("counts")?.and_then(|j| serde_json::from_str(&j).ok());
+            // The old tree: the unchanged files (the same facts) and the old versions.
+            let mut old_refs: Vec<&FileFacts> =
+                new_facts.iter().zip(&fresh).filter(|(_, &f)| !f).map(|(f, _)| f).chain(&old_changed).collect();
+            old_refs.sort_by(|a, b| a.path.cmp(&b.path));
             if parsed == 0 && removed == 0 {
                 let counts = match &stored {
                     Some(c) => c.clone(),
@@ -355,20 +372,12 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
                 }
                 ("unchanged", 0, counts)
             } else {
-                let changed: Vec<FileFacts> = new_facts
-                    .iter()
-                    .filter(|f| old_by_path.get(f.path.as_str()).is_none_or(|o| o.hash != f.hash))
-                    .cloned()
-                    .collect();
-                let old_changed: Vec<FileFacts> = old_facts
-                    .iter()
-                    .filter(|f| new_facts.binary_search_by(|n| n.path.cmp(&f.path)).map_or(true, |i| new_facts[i].hash != f.hash))
-                    .cloned()
-                    .collect();
+                let changed: Vec<&FileFacts> = new_facts.iter().zip(&fresh).filter(|(_, &f)| f).map(|(f, _)| f).collect();
                 let (old_rows, new_rows, counts) = match stored {
                     Some(mut counts) => {
-                        let paths: BTreeSet<&str> = changed.iter().chain(&old_changed).map(|f| f.path.as_str()).collect();
-                        let (old_part, new_part) = resolve_affected(&store, &old_facts, &new_facts, &paths)?;
+                        let paths: BTreeSet<&str> =
+                            changed.iter().map(|f| f.path.as_str()).chain(old_changed.iter().map(|f| f.path.as_str())).collect();
+                        let (old_part, new_part) = resolve_affected(&store, old_refs, &new_facts, &paths)?;
                         counts.add(&Counts::of(&old_part), -1);
                         counts.add(&Counts::of(&new_part), 1);
                         (old_part, new_part, counts)
@@ -376,14 +385,14 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
                     None => {
                         let new_rows = resolve(&new_facts);
                         let counts = Counts::of(&new_rows);
-                        (resolve(&old_facts), new_rows, counts)
+                        (crate::resolve::resolve_world(&crate::resolve::World::of(old_refs)), new_rows, counts)
                     }
                 };
                 mark("2 resolve", &mut phases);
                 let diff = store::diff(
                     &old_rows,
                     &new_rows,
-                    &store::encode_facts(&old_changed),
+                    &store::encode_facts(&old_changed.iter().collect::<Vec<_>>()),
                     &store::encode_facts(&changed),
                 );
                 let n = diff.changed_rows;
@@ -406,7 +415,7 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
             let new_rows = resolve(&new_facts);
             mark("2 resolve", &mut phases);
             let counts = Counts::of(&new_rows);
-            store::write_full(&db_path, &root, &new_rows, &store::encode_facts(&new_facts), &digest, &counts)?;
+            store::write_full(&db_path, &root, &new_rows, &store::encode_facts(&new_facts.iter().collect::<Vec<_>>()), &digest, &counts)?;
             mark("3 graph store", &mut phases);
             store::text::write_full(&root, &new_docs, &digest, threads)?;
             mark("4 keyword store", &mut phases);
@@ -439,14 +448,15 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
 /// reach can pass through them. Tests are found by walking the stored graph backwards
 /// from the affected files' entities; their new reach walks the new rows where the
 /// affected files are, and the stored graph (unchanged there) elsewhere.
-fn resolve_affected(store: &store::Store, old: &[FileFacts], new: &[FileFacts], changed: &BTreeSet<&str>) -> Result<(Rows, Rows), IndexError> {
+fn resolve_affected(store: &store::Store, old: Vec<&FileFacts>, new: &[FileFacts], changed: &BTreeSet<&str>) -> Result<(Rows, Rows), IndexError> {
     use crate::resolve::{affected, resolve_files, test_reach, World, TEST_REACH_CONFIDENCE, TEST_REACH_DEPTH};
-    let (old_w, new_w) = (World::new(old), World::new(new));
+    let (old_w, new_w) = (World::of(old), World::new(new));
+    let (old, new) = (&old_w.files, &new_w.files);
     let (ao, an) = affected::affected(&old_w, &new_w, changed);
     let mut old_part = resolve_files(&old_w, &ao);
     let mut new_part = resolve_files(&new_w, &an);
 
-    let ids = |facts: &[FileFacts], which: &[u32]| -> Vec<String> {
+    let ids = |facts: &[&FileFacts], which: &[u32]| -> Vec<String> {
         which.iter().flat_map(|&i| facts[i as usize].entities.iter().map(|e| e.id.clone())).collect()
     };
     // `test_of` depends only on which entities are tests and on the set of sure edges
@@ -468,7 +478,7 @@ fn resolve_affected(store: &store::Store, old: &[FileFacts], new: &[FileFacts], 
             touched.insert(k.clone());
         }
     }
-    let part_tests = |facts: &[FileFacts], which: &[u32]| -> BTreeSet<String> {
+    let part_tests = |facts: &[&FileFacts], which: &[u32]| -> BTreeSet<String> {
         which.iter().flat_map(|&i| facts[i as usize].entities.iter().filter(|e| e.is_test).map(|e| e.id.clone())).collect()
     };
     touched.extend(part_tests(old, &ao).symmetric_difference(&part_tests(new, &an)).cloned());
@@ -487,7 +497,7 @@ fn resolve_affected(store: &store::Store, old: &[FileFacts], new: &[FileFacts], 
             break;
         }
     }
-    let tests_of = |facts: &[FileFacts]| -> HashSet<String> {
+    let tests_of = |facts: &[&FileFacts]| -> HashSet<String> {
         facts.iter().flat_map(|f| f.entities.iter().filter(|e| e.is_test).map(|e| e.id.clone())).collect()
     };
     let (old_tests, new_tests) = (tests_of(old), tests_of(new));
@@ -540,16 +550,19 @@ fn total_rows(r: &Rows) -> usize {
         + r.test_of.len()
 }
 
-/// A file's facts, and its keyword documents when it was parsed in this run.
-type Extracted = (FileFacts, Option<Vec<SearchDoc>>);
+/// A file's facts: the stored ones (by index), or parsed in this run with its keyword documents.
+enum Got {
+    Reused(usize),
+    Parsed(FileFacts, Vec<SearchDoc>),
+}
 
 fn extract_or_reuse(
     ex: &mut Extractor,
     sf: &SourceFile,
     limits: Limits,
-    old: &HashMap<&str, &FileFacts>,
+    old: &HashMap<&str, (usize, &str)>,
     parsed: &AtomicUsize,
-) -> Result<Extracted, Skip> {
+) -> Result<Got, Skip> {
     let skip = |reason: String| Skip { path: sf.rel.clone(), reason };
     let meta = std::fs::metadata(&sf.abs).map_err(|e| skip(io_reason(&e)))?;
     if !meta.is_file() {
@@ -560,9 +573,9 @@ fn extract_or_reuse(
     }
     let bytes = std::fs::read(&sf.abs).map_err(|e| skip(io_reason(&e)))?;
     let hash = content_hash(&bytes);
-    if let Some(o) = old.get(sf.rel.as_str()) {
-        if o.hash == hash {
-            return Ok(((*o).clone(), None));
+    if let Some(&(i, old_hash)) = old.get(sf.rel.as_str()) {
+        if old_hash == hash {
+            return Ok(Got::Reused(i));
         }
     }
     // Counted once extracted: a file skipped for its content (binary, not UTF-8) has no
@@ -572,7 +585,7 @@ fn extract_or_reuse(
     // extract_bytes checked the bytes are UTF-8.
     let text = String::from_utf8_lossy(&bytes);
     let docs = search::docs_for(&facts, &text);
-    Ok((facts, Some(docs)))
+    Ok(Got::Parsed(facts, docs))
 }
 
 /// Parse every source file with tree-sitter and nothing else: the baseline the index

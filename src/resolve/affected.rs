@@ -176,7 +176,7 @@ pub fn affected(old: &World, new: &World, changed: &BTreeSet<&str>) -> (Vec<u32>
         picked.push(w.files.iter().map(|f| changed.contains(f.path.as_str()) || inheriting.contains(f.path.as_str())).collect());
     }
     if !names.is_empty() {
-        let used: Vec<Vec<HashSet<&str>>> = [old, new].iter().map(|w| w.files.iter().map(uses).collect()).collect();
+        let used: Vec<Vec<HashSet<&str>>> = [old, new].iter().map(|w| w.files.iter().map(|f| uses(f)).collect()).collect();
         loop {
             let before = names.len();
             for (wi, w) in [old, new].into_iter().enumerate() {

@@ -169,7 +169,7 @@ pub fn test_reach<E>(
 
 /// Everything resolution looks things up in, built once from all files.
 pub struct World<'a> {
-    pub files: &'a [FileFacts],
+    pub files: Vec<&'a FileFacts>,
     /// Per file, per entity: the indices of its children.
     children: Vec<Vec<Vec<u32>>>,
     by_path: HashMap<&'a str, u32>,
@@ -202,9 +202,17 @@ pub(crate) enum Binding {
 impl<'a> World<'a> {
     /// Build the lookup tables. `files` must be sorted by path.
     pub fn new(files: &'a [FileFacts]) -> World<'a> {
+        World::of(files.iter().collect())
+    }
+
+    /// The same over borrowed facts (sorted by path): an incremental run's old world is
+    /// mostly the new one's unchanged files.
+    pub fn of(files: Vec<&'a FileFacts>) -> World<'a> {
+        let n = files.len();
+        let list = files.clone();
         let mut w = World {
             files,
-            children: Vec::with_capacity(files.len()),
+            children: Vec::with_capacity(n),
             by_path: HashMap::new(),
             py_modules: HashMap::new(),
             java_types: HashMap::new(),
@@ -212,7 +220,7 @@ impl<'a> World<'a> {
             methods_by_name: HashMap::new(),
             bases: HashMap::new(),
         };
-        for (fi, f) in files.iter().enumerate() {
+        for (fi, &f) in list.iter().enumerate() {
             let fi = fi as u32;
             w.by_path.insert(f.path.as_str(), fi);
             let mut ch = vec![Vec::new(); f.entities.len()];
@@ -238,7 +246,7 @@ impl<'a> World<'a> {
         }
         // Bases need every type known first.
         let mut bases = HashMap::new();
-        for (fi, f) in files.iter().enumerate() {
+        for (fi, f) in list.iter().enumerate() {
             for (ei, e) in f.entities.iter().enumerate() {
                 if e.kind.is_type() && !e.bases.is_empty() {
                     let r = (fi as u32, ei as u32);
@@ -368,20 +376,24 @@ impl<'a> World<'a> {
 
 /// Resolve every file's facts into rows. `files` must be sorted by path.
 pub fn resolve(files: &[FileFacts]) -> Rows {
-    let world = World::new(files);
-    let all: Vec<u32> = (0..files.len() as u32).collect();
-    let mut rows = resolve_files(&world, &all);
-    rows.test_of = test_of(files, &rows);
+    resolve_world(&World::new(files))
+}
+
+/// Every file of a world into rows.
+pub fn resolve_world(world: &World) -> Rows {
+    let all: Vec<u32> = (0..world.files.len() as u32).collect();
+    let mut rows = resolve_files(world, &all);
+    rows.test_of = test_of(&world.files, &rows);
     rows
 }
 
 /// The rows of some files (all but `test_of`, which needs every edge): the file, its
 /// entities, and the edges and sites whose caller, child or file it holds.
 pub fn resolve_files(world: &World, which: &[u32]) -> Rows {
-    let files = world.files;
+    let files = &world.files;
     let mut rows = Rows::default();
     for &fi in which {
-        let f = &files[fi as usize];
+        let f = files[fi as usize];
         rows.file.insert(
             f.path.clone(),
             (f.lang.name().to_string(), f.hash.clone(), f.lines as i64, f.is_test, f.syntax_errors as i64),
@@ -447,7 +459,7 @@ pub fn resolve_files(world: &World, which: &[u32]) -> Rows {
 
 /// Tests and what they reach: at most [`TEST_REACH_DEPTH`] edges of confidence at least
 /// [`TEST_REACH_CONFIDENCE`].
-fn test_of(files: &[FileFacts], rows: &Rows) -> BTreeSet<(String, String)> {
+fn test_of(files: &[&FileFacts], rows: &Rows) -> BTreeSet<(String, String)> {
     let mut out_edges: HashMap<&str, Vec<&str>> = HashMap::new();
     for ((caller, callee, _), (_, conf)) in &rows.calls {
         if *conf >= TEST_REACH_CONFIDENCE {

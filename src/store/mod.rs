@@ -269,7 +269,7 @@ fn key_len(rel: &str) -> usize {
 
 /// The facts of each file, serialized for the next incremental run (bincode: decoding
 /// every file's facts is most of an incremental run's fixed cost, and JSON was 5x slower).
-pub fn encode_facts(facts: &[FileFacts]) -> Vec<(String, Vec<u8>)> {
+pub fn encode_facts(facts: &[&FileFacts]) -> Vec<(String, Vec<u8>)> {
     use rayon::prelude::*;
     facts.par_iter().map(|f| (f.path.clone(), bincode::serialize(f).unwrap_or_default())).collect()
 }
