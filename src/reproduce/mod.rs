@@ -268,9 +268,9 @@ impl RunDir {
 
 /// The outcome of an interrupted run, unless it has one: `error` with the reason, the
 /// run's artifacts left as they are, and a report that says so and lists them.
-fn write_interrupted(path: &Path, run_id: &str, reason: &str) {
+fn write_interrupted(path: &Path, run_id: &str, reason: &str) -> String {
     if path.join("outcome.json").exists() {
-        return;
+        return format!("run {}: its outcome was already written", path.display());
     }
     let mut kept: Vec<String> = std::fs::read_dir(path)
         .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
@@ -298,6 +298,7 @@ fn write_interrupted(path: &Path, run_id: &str, reason: &str) {
         Err(_) => format!("# Reproduction: run {run_id}\n\n{line}"),
     };
     let _ = std::fs::write(report, text);
+    format!("error: {reason}; outcome and report in {}", path.display())
 }
 
 /// The Markdown report of a run, from its artifacts.

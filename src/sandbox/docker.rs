@@ -138,21 +138,30 @@ impl DockerSandbox {
     /// [`SandboxError::Gone`], which names the container: its output is no result.
     async fn run(&self, req: &ExecRequest) -> Result<ExecOutput> {
         let r = self.run_inner(req).await;
-        let suspect = match &r {
-            Ok(o) => !o.success(),
-            Err(SandboxError::Docker(_)) => true,
-            Err(_) => false,
+        let (suspect, killed) = match &r {
+            Ok(o) => (!o.success(), !o.timed_out && matches!(o.exit_code, None | Some(137))),
+            Err(SandboxError::Docker(_)) => (true, true),
+            Err(_) => (false, false),
         };
+        let gone = || SandboxError::Gone(self.id.chars().take(12).collect());
         if suspect && !self.alive().await {
-            return Err(SandboxError::Gone(self.id.chars().take(12).collect()));
+            return Err(gone());
+        }
+        // A command killed from outside: the engine may not show the removal yet.
+        if killed {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            if !self.alive().await {
+                return Err(gone());
+            }
         }
         r
     }
 
-    /// Whether the container still exists and runs.
+    /// Whether the container still exists and runs (`removing`, `exited`, `dead`: no).
     async fn alive(&self) -> bool {
+        use bollard::models::ContainerStateStatusEnum as S;
         match self.docker.inspect_container(&self.id, None::<InspectContainerOptions>).await {
-            Ok(c) => c.state.and_then(|s| s.running).unwrap_or(false),
+            Ok(c) => c.state.is_some_and(|s| s.running == Some(true) && matches!(s.status, Some(S::RUNNING) | None)),
             Err(_) => false,
         }
     }

@@ -24,8 +24,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-/// What a run directory does when interrupted: write its outcome with this reason.
-pub type OnInterrupt = Box<dyn FnOnce(&str) + Send>;
+/// What a run directory does when interrupted: write its outcome with this reason, and
+/// say in one line what it did (printed on stderr).
+pub type OnInterrupt = Box<dyn FnOnce(&str) -> String + Send>;
 
 enum Resource {
     Container(String),
@@ -198,7 +199,7 @@ fn cleanup(resources: BTreeMap<u64, Resource>, name: &str) -> Vec<String> {
         }
     }
     for (stage, f) in runs {
-        f(&format!("interrupted ({name}) during {stage}"));
+        lines.push(f(&format!("interrupted ({name}) during {stage}")));
     }
     lines
 }

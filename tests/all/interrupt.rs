@@ -3,7 +3,9 @@
 //! sandbox is left behind (no container, no temporary copy, no process).
 //!
 //! The issue is py-slug's with a `time.sleep(60)` before the failing call, so the test
-//! is still running in the sandbox when the signal (or the `docker rm -f`) comes.
+//! is still running in the sandbox when the signal (or the `docker rm -f`) comes. The
+//! model pipeline runs the same checks with the scripted server playing the model, and
+//! one more: Ctrl-C while a model call blocks.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -14,7 +16,9 @@ use reproagent::sandbox::{docker as dk, CONTAINER_LABEL};
 use serde_json::Value;
 
 use crate::common::*;
+use crate::pipeline::{cause, loc, plan, write_test};
 use crate::sandbox::{skip_docker, ENGINE, IMAGE};
+use crate::support::scripted_server::{Reply, ScriptedServer};
 
 /// py-slug's issue, its snippet sleeping first; `extra` goes before the sleep.
 fn sleepy_issue(extra: &str) -> String {
@@ -207,5 +211,102 @@ fn a_container_removed_mid_run_ends_in_an_error_that_names_the_sandbox() {
     assert_eq!(o["status"], "error", "{o}");
     let reason = o["reason"].as_str().unwrap();
     assert!(reason.contains("sandbox container") && reason.contains(&id[..12]) && reason.contains("gone"), "{reason}");
+    assert!(containers_of(pid).is_empty(), "a container of the run is left");
+}
+
+// ---- The model pipeline, with the scripted server on 127.0.0.1 playing the model ----
+
+/// Start `reproduce --model test-model` on py-slug, the model being `script` on the
+/// scripted server.
+fn start_pipeline(sandbox: &str, script: Vec<Reply>) -> (Run, ScriptedServer) {
+    let server = ScriptedServer::start(script);
+    let repo = copy_tree(&fixture("bugs/py-slug/repo"));
+    index_with(repo.path(), 2, false);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_reproagent"));
+    cmd.env_remove("OPENAI_API_KEY").env_remove("OPENAI_BASE_URL").env_remove("REPROAGENT_MODEL");
+    cmd.args(["reproduce", "--model", "test-model", "--base-url", &server.base_url(), "--json", "--sandbox", sandbox, "--issue"])
+        .arg(fixture("bugs/py-slug/issue.md"))
+        .arg("-C")
+        .arg(repo.path());
+    if sandbox == "docker" {
+        cmd.args(["--image", IMAGE]);
+    }
+    let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    (Run { child, repo, _issue: tempfile::tempdir().unwrap() }, server)
+}
+
+/// The analysis stages' artifacts, then a test that sleeps before the failing call.
+fn sleepy_pipeline_script() -> Vec<Reply> {
+    vec![
+        loc("textkit/slug.py", "slugify", "words[0] on an empty list"),
+        cause("slugify indexes words[0] without checking for no words", "textkit/slug.py", "slugify"),
+        plan("pytest", "tests/test_issue_blank_slug.py", "IndexError", Some("list index out of range")),
+        write_test("import time\nfrom textkit.slug import slugify\n\n\ndef test_blank():\n    time.sleep(60)\n    assert slugify(\"   \") == \"\"\n"),
+    ]
+}
+
+/// The model call blocks (the endpoint answers in a minute): Ctrl-C still ends the run
+/// at once, and the outcome names the stage that was waiting.
+#[test]
+fn ctrl_c_during_a_blocking_model_call_ends_the_pipeline_run() {
+    let script = vec![
+        loc("textkit/slug.py", "slugify", "words[0] on an empty list"),
+        cause("never sent in time", "textkit/slug.py", "slugify").delay(Duration::from_secs(60)),
+    ];
+    let (mut run, server) = start_pipeline("local", script);
+    wait_until("the root-cause call", 60, || server.requests().len() >= 2);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(run.child.id() as i32, libc::SIGINT) };
+    let (code, err) = finish(&mut run, 10);
+    assert_eq!(code, Some(130), "{err}");
+    let dir = run_dir(run.repo.path()).expect("run dir");
+    assert!(dir.join("localization.json").exists());
+    let o = read_json(&dir, "outcome.json");
+    assert_eq!(o["status"], "error", "{o}");
+    assert_eq!(o["reason"], "interrupted (Ctrl-C) during root_cause", "{o}");
+}
+
+#[test]
+fn ctrl_c_during_pipeline_generation_in_docker_removes_the_container() {
+    if skip_docker() {
+        return;
+    }
+    let _engine = ENGINE.blocking_read();
+    let (mut run, _server) = start_pipeline("docker", sleepy_pipeline_script());
+    let pid = run.child.id();
+    wait_for_test_in_container(&run);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    let (code, err) = finish(&mut run, 10);
+    assert_eq!(code, Some(130), "{err}");
+    assert!(containers_of(pid).is_empty(), "a container of the run is left");
+    let dir = run_dir(run.repo.path()).expect("run dir");
+    assert_kept(&dir);
+    assert_eq!(read_json(&dir, "outcome.json")["reason"], "interrupted (Ctrl-C) during generation");
+}
+
+#[test]
+fn a_container_removed_mid_pipeline_run_ends_in_an_error_that_names_the_sandbox() {
+    if skip_docker() {
+        return;
+    }
+    let _engine = ENGINE.blocking_read();
+    let (mut run, server) = start_pipeline("docker", sleepy_pipeline_script());
+    let pid = run.child.id();
+    let id = wait_for_test_in_container(&run);
+    block_on(async {
+        let d = dk::connect().await.expect("docker");
+        d.remove_container(&id, Some(RemoveContainerOptions { force: true, ..Default::default() })).await.expect("docker rm -f");
+    });
+    let (code, err) = finish(&mut run, 30);
+    assert_eq!(code, Some(1), "{err}");
+    let dir = run_dir(run.repo.path()).expect("run dir");
+    assert_kept(&dir);
+    let o = read_json(&dir, "outcome.json");
+    assert_eq!(o["status"], "error", "{o}");
+    let reason = o["reason"].as_str().unwrap();
+    assert!(reason.starts_with("generation stage") && reason.contains("sandbox container") && reason.contains(&id[..12]), "{reason}");
+    // The run stopped there: no model call after the sandbox broke.
+    assert_eq!(server.requests().len(), 4);
     assert!(containers_of(pid).is_empty(), "a container of the run is left");
 }

@@ -48,14 +48,14 @@ fn read_json(dir: &str, name: &str) -> Value {
     serde_json::from_slice(&std::fs::read(Path::new(dir).join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))).unwrap()
 }
 
-fn loc(file: &str, entity: &str, rationale: &str) -> Reply {
+pub(crate) fn loc(file: &str, entity: &str, rationale: &str) -> Reply {
     Reply::tool_call(
         "submit_localization",
         json!({"locations": [{"file": file, "entity": entity, "start_line": 1, "end_line": 20, "confidence": 0.9, "rationale": rationale}]}),
     )
 }
 
-fn cause(summary: &str, file: &str, function: &str) -> Reply {
+pub(crate) fn cause(summary: &str, file: &str, function: &str) -> Reply {
     Reply::tool_call(
         "submit_root_cause",
         json!({"summary": summary, "category": "boundary-handling",
@@ -64,7 +64,7 @@ fn cause(summary: &str, file: &str, function: &str) -> Reply {
     )
 }
 
-fn plan(framework: &str, test_path: &str, kind: &str, message: Option<&str>) -> Reply {
+pub(crate) fn plan(framework: &str, test_path: &str, kind: &str, message: Option<&str>) -> Reply {
     Reply::tool_call(
         "submit_test_plan",
         json!({"framework": framework, "test_path": test_path, "command": "the framework's own", "environment": [],
@@ -72,7 +72,7 @@ fn plan(framework: &str, test_path: &str, kind: &str, message: Option<&str>) -> 
     )
 }
 
-fn write_test(code: &str) -> Reply {
+pub(crate) fn write_test(code: &str) -> Reply {
     Reply::tool_call("write_test", json!({"code": code}))
 }
 
