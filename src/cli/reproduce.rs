@@ -40,8 +40,9 @@ pub struct ReproduceArgs {
     /// Replay the model calls from this cassette: no network.
     #[arg(long)]
     pub replay: Option<PathBuf>,
-    /// A previous run (its id, or its directory): reuse the analysis stages whose inputs
-    /// (issue, prompts, model, indexed tree, earlier artifacts) have not changed.
+    /// A previous run (its id, or its directory): reuse the stages whose inputs (issue,
+    /// prompts, model, indexed tree, earlier artifacts) have not changed; generation too,
+    /// when the earlier run ended with a verdict.
     #[arg(long)]
     pub resume: Option<String>,
     /// Where tests run: docker when the engine answers and an image is ready, else local.

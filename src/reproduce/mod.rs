@@ -56,8 +56,9 @@ pub struct Request {
     /// Put the test into the repository when it reproduces the issue.
     pub write: bool,
     pub timeout_secs: u64,
-    /// A previous run's directory: its analysis artifacts are reused where their inputs
-    /// have not changed (model pipeline only; the key-free mode is cheap to re-run).
+    /// A previous run's directory: its artifacts are reused where their inputs have not
+    /// changed, generation's only after a verdict (model pipeline only; the key-free mode
+    /// is cheap to re-run).
     pub resume: Option<PathBuf>,
 }
 
