@@ -203,7 +203,8 @@ fn run_bench(a: RunArgs) -> anyhow::Result<i32> {
     };
     let json = a.json;
     let show = |r: &CaseResult| {
-        if !json {
+        // After Ctrl-C a case failing under the cleanup is no result: say nothing.
+        if !json && !crate::sandbox::interrupt::interrupted() {
             eprintln!("{}", case_line(r));
         }
     };

@@ -39,6 +39,8 @@ static REGISTRY: Mutex<BTreeMap<u64, Resource>> = Mutex::new(BTreeMap::new());
 static NEXT: AtomicU64 = AtomicU64::new(1);
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 static GATE: Mutex<()> = Mutex::new(());
+/// How the interrupt came: `Ctrl-C` or `SIGTERM`.
+static SIGNAL: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
 
 fn registry() -> MutexGuard<'static, BTreeMap<u64, Resource>> {
     REGISTRY.lock().unwrap_or_else(|p| p.into_inner())
@@ -64,9 +66,22 @@ impl Drop for Registration {
     }
 }
 
+/// Register a resource. Once an interrupt is being handled, a resource made since (by a
+/// worker still running: a bench case opening its next sandbox) is cleaned up at once,
+/// and the thread that made it waits for the exit.
 fn register(r: Resource) -> Registration {
+    let mut reg = registry();
+    if interrupted() {
+        drop(reg);
+        let name = SIGNAL.get().copied().unwrap_or("Ctrl-C");
+        let lines = cleanup(BTreeMap::from([(0, r)]), name);
+        for line in lines {
+            eprintln!("{line}");
+        }
+        park_forever();
+    }
     let id = NEXT.fetch_add(1, Ordering::Relaxed);
-    registry().insert(id, r);
+    reg.insert(id, r);
     Registration(id)
 }
 
@@ -160,6 +175,7 @@ pub fn install() -> std::io::Result<()> {
 fn handle(sig: libc::c_int) -> ! {
     let (name, code) = if sig == libc::SIGTERM { ("SIGTERM", 143) } else { ("Ctrl-C", 130) };
     let gate = GATE.lock().unwrap_or_else(|p| p.into_inner());
+    let _ = SIGNAL.set(name);
     INTERRUPTED.store(true, Ordering::SeqCst);
     eprintln!("\ninterrupted ({name}): cleaning up the sandbox");
     let resources = std::mem::take(&mut *registry());
@@ -189,7 +205,8 @@ fn cleanup(resources: BTreeMap<u64, Resource>, name: &str) -> Vec<String> {
         }
     }
     if !containers.is_empty() {
-        lines.extend(remove_containers(containers));
+        // Its own thread: this may run on a thread inside a runtime (a late registration).
+        lines.extend(std::thread::spawn(move || remove_containers(containers)).join().unwrap_or_default());
     }
     for d in dirs {
         if let Err(e) = std::fs::remove_dir_all(&d) {
@@ -204,9 +221,11 @@ fn cleanup(resources: BTreeMap<u64, Resource>, name: &str) -> Vec<String> {
     lines
 }
 
-/// Remove containers from a fresh runtime on this thread (the process's own runtime may
-/// be busy or gone), within a bound so a hung engine cannot keep the process alive.
-fn remove_containers(ids: Vec<String>) -> Vec<String> {
+/// Remove containers from a fresh runtime (the process's own runtime may be busy or
+/// gone), within a bound so a hung engine cannot keep the process alive; then any other
+/// container of this process's sessions (created but not yet registered when the
+/// signal came: session ids start with the pid).
+fn remove_containers(mut ids: Vec<String>) -> Vec<String> {
     use bollard::query_parameters::RemoveContainerOptions;
     let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
         return vec!["could not start a runtime to remove the containers (`reproagent sandbox clean` removes them)".into()];
@@ -216,6 +235,7 @@ fn remove_containers(ids: Vec<String>) -> Vec<String> {
             return vec!["could not reach Docker to remove the containers (`reproagent sandbox clean` removes them)".into()];
         };
         let mut lines = Vec::new();
+        ids.extend(own_containers(&d).await.into_iter().filter(|c| !ids.contains(c)).collect::<Vec<_>>());
         for id in ids {
             let opts = RemoveContainerOptions { force: true, v: true, ..Default::default() };
             match tokio::time::timeout(Duration::from_secs(8), d.remove_container(&id, Some(opts))).await {
@@ -227,4 +247,21 @@ fn remove_containers(ids: Vec<String>) -> Vec<String> {
         }
         lines
     })
+}
+
+/// The containers whose session label says this process made them.
+async fn own_containers(d: &bollard::Docker) -> Vec<String> {
+    use super::docker::SESSION_LABEL;
+    use bollard::query_parameters::ListContainersOptions;
+    let filters = std::collections::HashMap::from([("label".to_string(), vec![super::CONTAINER_LABEL.to_string()])]);
+    let opts = ListContainersOptions { all: true, filters: Some(filters), ..Default::default() };
+    let prefix = format!("{}-", std::process::id());
+    match tokio::time::timeout(Duration::from_secs(5), d.list_containers(Some(opts))).await {
+        Ok(Ok(list)) => list
+            .into_iter()
+            .filter(|c| c.labels.as_ref().and_then(|l| l.get(SESSION_LABEL)).is_some_and(|s| s.starts_with(&prefix)))
+            .filter_map(|c| c.id)
+            .collect(),
+        _ => Vec::new(),
+    }
 }
