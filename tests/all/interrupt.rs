@@ -245,10 +245,9 @@ fn sleepy_pipeline_script() -> Vec<Reply> {
     ]
 }
 
-/// The model call blocks (the endpoint answers in a minute): Ctrl-C still ends the run
-/// at once, and the outcome names the stage that was waiting.
-#[test]
-fn ctrl_c_during_a_blocking_model_call_ends_the_pipeline_run() {
+/// The model call blocks (the endpoint answers in a minute): the signal still ends the
+/// run at once, and the outcome names the stage that was waiting.
+fn signal_during_a_blocking_model_call(sig: libc::c_int, code: i32, name: &str) {
     let script = vec![
         loc("textkit/slug.py", "slugify", "words[0] on an empty list"),
         cause("never sent in time", "textkit/slug.py", "slugify").delay(Duration::from_secs(60)),
@@ -256,14 +255,24 @@ fn ctrl_c_during_a_blocking_model_call_ends_the_pipeline_run() {
     let (mut run, server) = start_pipeline("local", script);
     wait_until("the root-cause call", 60, || server.requests().len() >= 2);
     // SAFETY: signalling our own child.
-    unsafe { libc::kill(run.child.id() as i32, libc::SIGINT) };
-    let (code, err) = finish(&mut run, 10);
-    assert_eq!(code, Some(130), "{err}");
+    unsafe { libc::kill(run.child.id() as i32, sig) };
+    let (got, err) = finish(&mut run, 10);
+    assert_eq!(got, Some(code), "{err}");
     let dir = run_dir(run.repo.path()).expect("run dir");
     assert!(dir.join("localization.json").exists());
     let o = read_json(&dir, "outcome.json");
     assert_eq!(o["status"], "error", "{o}");
-    assert_eq!(o["reason"], "interrupted (Ctrl-C) during root_cause", "{o}");
+    assert_eq!(o["reason"], format!("interrupted ({name}) during root_cause"), "{o}");
+}
+
+#[test]
+fn ctrl_c_during_a_blocking_model_call_ends_the_pipeline_run() {
+    signal_during_a_blocking_model_call(libc::SIGINT, 130, "Ctrl-C");
+}
+
+#[test]
+fn sigterm_during_a_blocking_model_call_ends_the_pipeline_run() {
+    signal_during_a_blocking_model_call(libc::SIGTERM, 143, "SIGTERM");
 }
 
 #[test]
@@ -309,4 +318,39 @@ fn a_container_removed_mid_pipeline_run_ends_in_an_error_that_names_the_sandbox(
     // The run stopped there: no model call after the sandbox broke.
     assert_eq!(server.requests().len(), 4);
     assert!(containers_of(pid).is_empty(), "a container of the run is left");
+}
+
+// ---- bench run ----
+
+/// Ctrl-C on `bench run` while an external reproducer runs: its process group is
+/// killed, the case's temporary tree deleted, and the process exits 130.
+#[test]
+fn ctrl_c_during_bench_run_kills_the_command_and_deletes_the_tree() {
+    let probe = tempfile::tempdir().unwrap();
+    let file = probe.path().join("probe");
+    let out = tempfile::tempdir().unwrap();
+    let command = format!("sleep 60 & echo $! $(pwd) > {}; wait", file.display());
+    let child = Command::new(env!("CARGO_BIN_EXE_reproagent"))
+        .args(["bench", "run", "--adapter", "command", "--command", &command, "--no-verify", "--sandbox", "local", "--case", "py-median-even", "--suite"])
+        .arg(fixture("bench"))
+        .arg("--out")
+        .arg(out.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("the reproducer command", 60, || std::fs::read_to_string(&file).is_ok_and(|s| s.trim().contains(' ')));
+    let text = std::fs::read_to_string(&file).unwrap();
+    let (sleep_pid, cwd) = text.trim().split_once(' ').unwrap();
+    let sleep_pid: i32 = sleep_pid.parse().unwrap();
+    let cwd = PathBuf::from(cwd);
+    assert!(cwd.exists() && cwd.display().to_string().contains("reproagent-bench-"), "{}", cwd.display());
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let mut run = Run { child, repo: tempfile::tempdir().unwrap(), _issue: probe };
+    let (code, err) = finish(&mut run, 10);
+    assert_eq!(code, Some(130), "{err}");
+    let alive = std::fs::read_to_string(format!("/proc/{sleep_pid}/status")).is_ok_and(|s| !s.lines().any(|l| l.starts_with("State:") && l.contains('Z')));
+    assert!(!alive, "the reproducer's sleep {sleep_pid} survived Ctrl-C");
+    assert!(!cwd.exists(), "the case tree {} was left behind", cwd.display());
 }
