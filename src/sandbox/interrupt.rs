@@ -171,13 +171,23 @@ pub fn install() -> std::io::Result<()> {
 }
 
 /// What the handler does, in order: close the write gate, kill the process groups,
-/// remove the containers, delete the temp dirs, write the outcomes, exit.
+/// remove the containers, delete the temp dirs, write the outcomes, exit. A second
+/// signal meanwhile exits at once.
 fn handle(sig: libc::c_int) -> ! {
     let (name, code) = if sig == libc::SIGTERM { ("SIGTERM", 143) } else { ("Ctrl-C", 130) };
     let gate = GATE.lock().unwrap_or_else(|p| p.into_inner());
     let _ = SIGNAL.set(name);
     INTERRUPTED.store(true, Ordering::SeqCst);
-    eprintln!("\ninterrupted ({name}): cleaning up the sandbox");
+    eprintln!("\ninterrupted ({name}): cleaning up the sandbox (again to exit at once)");
+    // A second signal while cleaning up (a hung engine): exit without waiting.
+    let _ = std::thread::Builder::new().name("reproagent-signals-2".into()).spawn(move || {
+        let set = signal_set();
+        let mut sig: libc::c_int = 0;
+        // SAFETY: as in `install`.
+        if unsafe { libc::sigwait(&set, &mut sig) } == 0 {
+            std::process::exit(code);
+        }
+    });
     let resources = std::mem::take(&mut *registry());
     let report = cleanup(resources, name);
     for line in report {
