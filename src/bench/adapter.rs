@@ -358,6 +358,8 @@ impl Adapter for External {
             let _ = stdin.write_all(ws.issue.as_bytes());
         }
         let pid = child.id() as i32;
+        // Ctrl-C on `bench run` kills the command's whole group too.
+        let _interrupt = crate::sandbox::interrupt::register_group(pid);
         let (out_t, err_t) = (drain(child.stdout.take()), drain(child.stderr.take()));
         let started = Instant::now();
         let status = loop {

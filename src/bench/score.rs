@@ -90,9 +90,10 @@ pub struct Scorer {
     pub timeout_secs: u64,
 }
 
-/// A case's tree at one of its states, in a temporary directory.
+/// A case's tree at one of its states, in a temporary directory (deleted on Ctrl-C too).
 pub struct Tree {
     pub dir: tempfile::TempDir,
+    _interrupt: crate::sandbox::interrupt::Registration,
 }
 
 impl Tree {
@@ -173,8 +174,9 @@ impl Scorer {
     /// The buggy tree.
     pub fn buggy(&self, case: &Case) -> Result<Tree, ScoreError> {
         let dir = tempfile::Builder::new().prefix("reproagent-bench-").tempdir().map_err(|e| ScoreError::Case(format!("temp dir: {e}")))?;
+        let _interrupt = crate::sandbox::interrupt::register_dir(dir.path());
         case.materialize(dir.path()).map_err(|e| ScoreError::Case(e.to_string()))?;
-        Ok(Tree { dir })
+        Ok(Tree { dir, _interrupt })
     }
 
     /// The fixed tree: the buggy one with the gold code patch.

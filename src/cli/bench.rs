@@ -198,7 +198,14 @@ pub struct MineArgs {
 
 pub fn run(args: BenchArgs) -> anyhow::Result<i32> {
     match args.command {
-        BenchCommand::Run(a) => run_bench(*a),
+        BenchCommand::Run(a) => {
+            // Before any thread exists: Ctrl-C removes the containers, kills the process
+            // groups and deletes the copies of every case in flight, then exits 130.
+            crate::sandbox::interrupt::install().map_err(|e| anyhow::anyhow!("installing the Ctrl-C handler: {e}"))?;
+            let r = run_bench(*a);
+            crate::sandbox::interrupt::wait_if_interrupted();
+            r
+        }
         BenchCommand::Validate(a) => validate(a),
         BenchCommand::Report(a) => report(a).map(|_| 0),
         BenchCommand::Import(a) => import(a),
@@ -272,7 +279,8 @@ fn run_bench(a: RunArgs) -> anyhow::Result<i32> {
     };
     let json = a.json;
     let show = |r: &CaseResult| {
-        if !json {
+        // After Ctrl-C a case failing under the cleanup is no result: say nothing.
+        if !json && !crate::sandbox::interrupt::interrupted() {
             eprintln!("{}", case_line(r));
         }
     };

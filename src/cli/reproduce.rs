@@ -40,8 +40,9 @@ pub struct ReproduceArgs {
     /// Replay the model calls from this cassette: no network.
     #[arg(long)]
     pub replay: Option<PathBuf>,
-    /// A previous run (its id, or its directory): reuse the analysis stages whose inputs
-    /// (issue, prompts, model, indexed tree, earlier artifacts) have not changed.
+    /// A previous run (its id, or its directory): reuse the stages whose inputs (issue,
+    /// prompts, model, indexed tree, earlier artifacts) have not changed; generation too,
+    /// when the earlier run ended with a verdict.
     #[arg(long)]
     pub resume: Option<String>,
     /// Where tests run: docker when the engine answers and an image is ready, else local.
@@ -68,6 +69,16 @@ pub enum SandboxChoice {
 }
 
 pub fn run(args: ReproduceArgs) -> anyhow::Result<i32> {
+    // First, before any thread exists: Ctrl-C and SIGTERM then clean up the sandbox and
+    // give the run its outcome, whatever the run is doing (a model call blocks).
+    crate::sandbox::interrupt::install().map_err(|e| anyhow::anyhow!("installing the Ctrl-C handler: {e}"))?;
+    let result = run_request(&args);
+    // An interrupt being handled exits 130 itself; do not race it with our own code.
+    crate::sandbox::interrupt::wait_if_interrupted();
+    result
+}
+
+fn run_request(args: &ReproduceArgs) -> anyhow::Result<i32> {
     let text = std::fs::read_to_string(&args.issue)
         .map_err(|e| super::with_hint(format!("{}: {e}", args.issue.display()), Some("give the path of the issue text")))?;
     let sandbox = match args.sandbox {
@@ -83,15 +94,15 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<i32> {
         image: args.image.clone(),
         write: args.write,
         timeout_secs: args.timeout,
-        resume: if args.model == "none" { None } else { resume_dir(&args)? },
+        resume: if args.model == "none" { None } else { resume_dir(args)? },
     };
     if args.model != "none" {
-        let model = build_model(&args)?;
+        let model = build_model(args)?;
         let outcome = pipeline::run(&req, model.as_ref()).map_err(|e| super::with_hint(e.to_string(), e.hint()))?;
-        return show(&args, &outcome);
+        return show(args, &outcome);
     }
     let outcome = keyfree::run(&req).map_err(|e| super::with_hint(e.to_string(), e.hint()))?;
-    show(&args, &outcome)
+    show(args, &outcome)
 }
 
 /// `--resume RUN`: a run directory, or a run id under REPO/.reproagent/runs/.

@@ -163,7 +163,7 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
         record.stages = run.stages.clone();
         run.write("outcome.json", &outcome)?;
         run.write("run.json", record)?;
-        std::fs::write(run.path.join("report.md"), report(&title, &outcome, loc, cause, plan, generation))?;
+        run.write_text("report.md", report(&title, &outcome, loc, cause, plan, generation))?;
         Ok(outcome)
     };
 
@@ -185,6 +185,7 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
     }
 
     // Stage 1: localization.
+    run.begin("localization");
     let graph = store::open(&store::db_path(&req.root))?;
     let search = SearchIndex::open(&req.root).ok().filter(|s| s.check_fresh(graph.meta("tree_digest").ok().flatten().as_deref()).is_ok());
     let loc = localize::localize(&graph, search.as_ref(), &req.issue_text, 10)?;
@@ -207,6 +208,7 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
     run.stage_done("localization");
 
     // Stage 2: root cause, from the traceback when there is one.
+    run.begin("root_cause");
     let mut frames: Vec<PathStep> = facts
         .frames
         .iter()
@@ -237,6 +239,7 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
     run.stage_done("root_cause");
 
     // Stage 3: the plan, from the issue's code.
+    run.begin("test_plan");
     let Some(snippet) = synth::find_snippet(&facts, &req.issue_text, &langs) else {
         let why = if facts.exceptions.is_empty() {
             "the issue carries neither runnable code nor an error to expect: key-free mode has nothing to build a test from (a model can: --model NAME)"
@@ -268,10 +271,11 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
         expected: expected.clone(),
     };
     run.write("test_plan.json", &plan)?;
-    std::fs::write(run.path.join(test.path.rsplit('/').next().unwrap_or("test")), &test.code)?;
+    run.write_text(test.path.rsplit('/').next().unwrap_or("test"), &test.code)?;
     run.stage_done("test_plan");
 
     // Stage 4: run it in the sandbox and review the result.
+    run.begin("generation");
     let image = req.image.clone().or_else(|| sandbox::image::recorded_image(&req.root)).unwrap_or_else(|| "reproagent-env:none".into());
     let config = SandboxConfig::new(&req.root, image);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

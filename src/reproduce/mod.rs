@@ -56,8 +56,9 @@ pub struct Request {
     /// Put the test into the repository when it reproduces the issue.
     pub write: bool,
     pub timeout_secs: u64,
-    /// A previous run's directory: its analysis artifacts are reused where their inputs
-    /// have not changed (model pipeline only; the key-free mode is cheap to re-run).
+    /// A previous run's directory: its artifacts are reused where their inputs have not
+    /// changed, generation's only after a verdict (model pipeline only; the key-free mode
+    /// is cheap to re-run).
     pub resume: Option<PathBuf>,
 }
 
@@ -213,11 +214,17 @@ pub struct StageTime {
 }
 
 /// A run's directory and what it has written so far.
+///
+/// While it lives it is registered with [`crate::sandbox::interrupt`]: a Ctrl-C writes
+/// an `error` outcome naming the stage in progress ([`RunDir::begin`]) when the run has
+/// written none, and keeps every artifact written so far. Artifacts are written through
+/// the interrupt's write gate, so an interrupted run's outcome is the handler's alone.
 pub struct RunDir {
     pub id: String,
     pub path: PathBuf,
     started: Instant,
     pub stages: Vec<StageTime>,
+    interrupt: crate::sandbox::interrupt::Registration,
 }
 
 impl RunDir {
@@ -229,12 +236,26 @@ impl RunDir {
         let id = format!("{}-{}", now.as_secs(), &salt[..8]);
         let path = root.join(".reproagent").join("runs").join(&id);
         std::fs::create_dir_all(&path)?;
-        Ok(RunDir { id, path, started: Instant::now(), stages: Vec::new() })
+        let (p, i) = (path.clone(), id.clone());
+        let interrupt = crate::sandbox::interrupt::register_run("setup", Box::new(move |reason| write_interrupted(&p, &i, reason)));
+        Ok(RunDir { id, path, started: Instant::now(), stages: Vec::new(), interrupt })
+    }
+
+    /// Say which stage runs now: an interrupt names it in the outcome.
+    pub fn begin(&self, stage: &str) {
+        self.interrupt.set_stage(stage);
     }
 
     /// Write one artifact as pretty JSON.
     pub fn write<T: Serialize>(&self, name: &str, value: &T) -> Result<(), ReproduceError> {
-        std::fs::write(self.path.join(name), serde_json::to_vec_pretty(value)?)?;
+        let bytes = serde_json::to_vec_pretty(value)?;
+        self.write_text(name, &bytes)
+    }
+
+    /// Write one file of the run (the report, the test) as it is.
+    pub fn write_text(&self, name: &str, contents: impl AsRef<[u8]>) -> Result<(), ReproduceError> {
+        let _gate = crate::sandbox::interrupt::write_gate();
+        std::fs::write(self.path.join(name), contents)?;
         Ok(())
     }
 
@@ -244,6 +265,41 @@ impl RunDir {
         let now = self.started.elapsed().as_secs_f64();
         self.stages.push(StageTime { stage: stage.to_string(), seconds: now - total });
     }
+}
+
+/// The outcome of an interrupted run, unless it has one: `error` with the reason, the
+/// run's artifacts left as they are, and a report that says so and lists them.
+fn write_interrupted(path: &Path, run_id: &str, reason: &str) -> String {
+    if path.join("outcome.json").exists() {
+        return format!("run {}: its outcome was already written", path.display());
+    }
+    let mut kept: Vec<String> = std::fs::read_dir(path)
+        .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    kept.sort();
+    let outcome = Outcome {
+        status: Status::Error,
+        reason: reason.to_string(),
+        run_id: run_id.to_string(),
+        run_dir: path.display().to_string(),
+        test_path: None,
+        test_code: None,
+        command: None,
+        failure: None,
+        written: false,
+    };
+    if let Ok(bytes) = serde_json::to_vec_pretty(&outcome) {
+        let _ = std::fs::write(path.join("outcome.json"), bytes);
+    }
+    let kept = if kept.is_empty() { "nothing yet".to_string() } else { kept.join(", ") };
+    let line = format!("**Outcome: error** — {reason}; the artifacts written so far are kept: {kept}\n");
+    let report = path.join("report.md");
+    let text = match std::fs::read_to_string(&report) {
+        Ok(old) => format!("{old}\n{line}"),
+        Err(_) => format!("# Reproduction: run {run_id}\n\n{line}"),
+    };
+    let _ = std::fs::write(report, text);
+    format!("error: {reason}; outcome and report in {}", path.display())
 }
 
 /// The Markdown report of a run, from its artifacts.

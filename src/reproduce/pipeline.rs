@@ -82,10 +82,10 @@ impl Resume {
         Resume { old_dir: Some(dir.to_path_buf()), old, ..Resume::default() }
     }
 
-    /// The key of a stage's inputs: its prompts, the model, the indexed tree.
-    fn key(spec: &StageSpec, model: &str, tree: &str) -> String {
+    /// The key of a stage's inputs: the stage, its prompts, the model, the indexed tree.
+    fn key(parts: &[&str]) -> String {
         let mut h = blake3::Hasher::new();
-        for part in [spec.name, &spec.system, &spec.user, model, tree] {
+        for part in parts {
             h.update(part.as_bytes());
             h.update(&[0]);
         }
@@ -101,6 +101,24 @@ impl Resume {
         let a = serde_json::from_slice(&std::fs::read(dir.join(file)).ok()?).ok()?;
         self.reused.push(stage.to_string());
         Some(a)
+    }
+
+    /// The previous run's generation and outcome, when generation's inputs had this key
+    /// and it ended with a verdict (`reproduced` or `not reproduced`): an `error` (a
+    /// broken sandbox, a model fault, an interrupt) says nothing about the test, so that
+    /// generation runs again.
+    fn reuse_generation(&mut self, key: &str) -> Option<(Generation, Outcome)> {
+        let dir = self.old_dir.as_ref()?;
+        if self.old.get("generation").map(String::as_str) != Some(key) {
+            return None;
+        }
+        let g: Generation = serde_json::from_slice(&std::fs::read(dir.join("generation.json")).ok()?).ok()?;
+        let o: Outcome = serde_json::from_slice(&std::fs::read(dir.join("outcome.json")).ok()?).ok()?;
+        if o.status == Status::Error {
+            return None;
+        }
+        self.reused.push("generation".into());
+        Some((g, o))
     }
 }
 
@@ -435,10 +453,7 @@ pub fn run(req: &Request, model: &dyn ChatModel) -> Result<Outcome, ReproduceErr
     };
     run.write("outcome.json", &o)?;
     run.write("run.json", &record)?;
-    std::fs::write(
-        run.path.join("report.md"),
-        report(&title, &o, made.loc.as_ref(), made.cause.as_ref(), made.plan.as_ref(), made.generation.as_ref()),
-    )?;
+    run.write_text("report.md", report(&title, &o, made.loc.as_ref(), made.cause.as_ref(), made.plan.as_ref(), made.generation.as_ref()))?;
     Ok(o)
 }
 
@@ -468,7 +483,8 @@ fn analysis_stage<T: Serialize + DeserializeOwned>(
     key_of: (&str, &str),
     check: fn(&T) -> Result<(), String>,
 ) -> Result<T, Box<Outcome>> {
-    let key = Resume::key(spec, key_of.0, key_of.1);
+    run.begin(spec.name);
+    let key = Resume::key(&[spec.name, &spec.system, &spec.user, key_of.0, key_of.1]);
     let file = format!("{}.json", spec.name);
     let artifact = match resume.reuse::<T>(spec.name, &file, &key) {
         Some(a) => a,
@@ -559,7 +575,28 @@ fn stages(
     let plan_json = serde_json::to_string_pretty(&plan).unwrap_or_default();
     made.plan = Some(plan.clone());
 
-    // Stage 4: generation with the triple review, in the sandbox.
+    // Stage 4: generation with the triple review, in the sandbox; or, resumed with the
+    // same inputs (plan and the artifacts before it, prompts, model, tree), the previous
+    // run's test and verdict, with no model call and no sandbox.
+    run.begin("generation");
+    let gen_system = render(GENERATION, &conv);
+    let gen_user = format!(
+        "{issue}\n## Suspicious locations (from localization)\n\n```json\n{loc_json}\n```\n\n## Root cause (from root-cause analysis)\n\n```json\n{cause_json}\n```\n\n## Test plan\n\n```json\n{plan_json}\n```\n"
+    );
+    let gen_key = Resume::key(&["generation", &gen_system, &gen_user, REVIEW, &model_name, &tree]);
+    if let Some((generation, old)) = resume.reuse_generation(&gen_key) {
+        resume.inputs.insert("generation".into(), gen_key);
+        run.write("inputs.json", &resume.inputs).map_err(|e| io(run, e))?;
+        run.write("generation.json", &generation).map_err(|e| io(run, e))?;
+        run.stage_done("generation");
+        made.generation = Some(generation);
+        *sandbox_reason = "none: generation reused".into();
+        let mut reason = old.reason;
+        if let Some(i) = reason.find("; not written: ") {
+            reason.truncate(i);
+        }
+        return Ok(Outcome { reason, run_id: run.id.clone(), run_dir: run.path.display().to_string(), written: false, ..old });
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -578,10 +615,8 @@ fn stages(
     let runtime_tools = tools::with_runtime();
     let spec = StageSpec {
         name: "generation",
-        system: render(GENERATION, &conv),
-        user: format!(
-            "{issue}\n## Suspicious locations (from localization)\n\n```json\n{loc_json}\n```\n\n## Root cause (from root-cause analysis)\n\n```json\n{cause_json}\n```\n\n## Test plan\n\n```json\n{plan_json}\n```\n"
-        ),
+        system: gen_system,
+        user: gen_user,
         registry: &runtime_tools,
         submit: ToolSpec::new(
             "write_test",
@@ -665,7 +700,7 @@ fn stages(
     let command_for = |path: &str, code: &str| {
         runners::command_line(Framework::parse_name(&plan.framework).unwrap_or(Framework::Custom), path, None, code, None)
     };
-    match result {
+    let ended = match result {
         Ok((path, code, result)) => {
             let generation = Generation { test_path: path.clone(), test_code: code.clone(), executions: st.executions, reviews: st.reviews };
             run.write("generation.json", &generation).map_err(|e| io(run, e))?;
@@ -706,5 +741,15 @@ fn stages(
             }
             Err(Box::new(o))
         }
+    };
+    // A verdict (not an error) can be reused by `--resume` while these inputs hold.
+    let status = match &ended {
+        Ok(o) => o.status,
+        Err(o) => o.status,
+    };
+    if status != Status::Error {
+        resume.inputs.insert("generation".into(), gen_key);
+        run.write("inputs.json", &resume.inputs).map_err(|e| io(run, e))?;
     }
+    ended
 }

@@ -55,6 +55,8 @@ pub struct DockerSandbox {
     output_bytes: usize,
     /// The cgroup's OOM-kill count after the last command.
     oom_kills: AtomicU64,
+    /// Removes the container on Ctrl-C, whatever the owner is doing then.
+    _interrupt: super::interrupt::Registration,
 }
 
 impl DockerSandbox {
@@ -101,7 +103,8 @@ impl DockerSandbox {
     /// Take charge of a created container: start it and upload the repository. From
     /// here on the sandbox owns the container: an error drops it, which removes it.
     pub async fn adopt(docker: Docker, id: String, config: &SandboxConfig) -> Result<Self> {
-        let sb = DockerSandbox { docker, id, closed: AtomicBool::new(false), output_bytes: config.limits.output_bytes, oom_kills: AtomicU64::new(0) };
+        let _interrupt = super::interrupt::register_container(&id);
+        let sb = DockerSandbox { docker, id, closed: AtomicBool::new(false), output_bytes: config.limits.output_bytes, oom_kills: AtomicU64::new(0), _interrupt };
         sb.docker.start_container(&sb.id, None::<bollard::query_parameters::StartContainerOptions>).await?;
         let repo = config.repo.clone();
         let archive = tokio::task::spawn_blocking(move || repo_archive(&repo))
@@ -130,7 +133,40 @@ impl DockerSandbox {
         }
     }
 
+    /// Run one command. A command that failed, or a Docker error, because the container
+    /// went away under it (`docker rm -f`, the engine restarting) is
+    /// [`SandboxError::Gone`], which names the container: its output is no result.
     async fn run(&self, req: &ExecRequest) -> Result<ExecOutput> {
+        let r = self.run_inner(req).await;
+        let (suspect, killed) = match &r {
+            Ok(o) => (!o.success(), !o.timed_out && matches!(o.exit_code, None | Some(137))),
+            Err(SandboxError::Docker(_)) => (true, true),
+            Err(_) => (false, false),
+        };
+        let gone = || SandboxError::Gone(self.id.chars().take(12).collect());
+        if suspect && !self.alive().await {
+            return Err(gone());
+        }
+        // A command killed from outside: the engine may not show the removal yet.
+        if killed {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            if !self.alive().await {
+                return Err(gone());
+            }
+        }
+        r
+    }
+
+    /// Whether the container still exists and runs (`removing`, `exited`, `dead`: no).
+    async fn alive(&self) -> bool {
+        use bollard::models::ContainerStateStatusEnum as S;
+        match self.docker.inspect_container(&self.id, None::<InspectContainerOptions>).await {
+            Ok(c) => c.state.is_some_and(|s| s.running == Some(true) && matches!(s.status, Some(S::RUNNING) | None)),
+            Err(_) => false,
+        }
+    }
+
+    async fn run_inner(&self, req: &ExecRequest) -> Result<ExecOutput> {
         self.check_open()?;
         if req.argv.is_empty() {
             return Err(SandboxError::Other("empty command".into()));

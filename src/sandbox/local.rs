@@ -29,6 +29,8 @@ pub struct LocalSandbox {
     repo_str: String,
     limits: Limits,
     netns: bool,
+    /// Deletes the copy on Ctrl-C, whatever the owner is doing then.
+    _interrupt: super::interrupt::Registration,
 }
 
 impl LocalSandbox {
@@ -39,13 +41,14 @@ impl LocalSandbox {
             .tempdir()
             .map_err(|e| SandboxError::io("creating the sandbox temp dir", e))?;
         let root = dir.path().to_path_buf();
+        let _interrupt = super::interrupt::register_dir(&root);
         let repo = root.join("repo");
         for sub in ["home", "tmp"] {
             std::fs::create_dir_all(root.join(sub)).map_err(|e| SandboxError::io("creating the sandbox home", e))?;
         }
         copy_tree(&config.repo, &repo)?;
         let repo_str = repo.to_string_lossy().into_owned();
-        let mut sb = LocalSandbox { dir: Mutex::new(Some(dir)), root, repo, repo_str, limits: config.limits, netns: true };
+        let mut sb = LocalSandbox { dir: Mutex::new(Some(dir)), root, repo, repo_str, limits: config.limits, netns: true, _interrupt };
         sb.netns = sb.probe_netns();
         Ok(sb)
     }
@@ -104,8 +107,10 @@ impl LocalSandbox {
         let start = Instant::now();
         let mut child = cmd.spawn().map_err(|e| SandboxError::io(format!("running {prog}"), e))?;
         let pgid = child.id().map(|p| p as i32);
-        // Kills the group on every exit path, a dropped future (Ctrl-C) included.
+        // Kills the group on every exit path, a dropped future (Ctrl-C) included; the
+        // registration kills it on Ctrl-C while the owner is blocked elsewhere.
         let _guard = GroupGuard(pgid);
+        let _interrupt = pgid.map(super::interrupt::register_group);
         let limit = self.limits.output_bytes;
         let out_task = tokio::spawn(read_capped(child.stdout.take(), limit));
         let err_task = tokio::spawn(read_capped(child.stderr.take(), limit));

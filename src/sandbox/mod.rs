@@ -7,10 +7,12 @@
 //! archive) and [`local::LocalSandbox`] (a temporary copy, processes in their own
 //! process group). [`open`] makes the auto choice and says why. Test runners
 //! ([`runners`]) turn a test run into a structured [`runners::TestResult`]; the
-//! [`policy`] refuses dangerous commands before they reach either implementation.
+//! [`policy`] refuses dangerous commands before they reach either implementation;
+//! [`interrupt`] tears down whatever is live on Ctrl-C.
 
 pub mod docker;
 pub mod image;
+pub mod interrupt;
 pub mod local;
 pub mod policy;
 pub mod runners;
@@ -55,6 +57,10 @@ pub enum SandboxError {
     /// The run was interrupted (Ctrl-C); the sandbox was cleaned up.
     #[error("interrupted")]
     Interrupted,
+    /// The sandbox died under a command: its container was removed or stopped from
+    /// outside. Nothing of it is left to clean; open a new one.
+    #[error("the sandbox container {0} is gone (removed or stopped from outside while a command ran)")]
+    Gone(String),
     /// Something else went wrong inside the sandbox; the message says what.
     #[error("{0}")]
     Other(String),

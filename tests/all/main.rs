@@ -6,6 +6,7 @@ mod cli;
 mod common;
 mod fixtures;
 mod index;
+mod interrupt;
 mod localize;
 mod mcp;
 mod model;

@@ -48,14 +48,14 @@ fn read_json(dir: &str, name: &str) -> Value {
     serde_json::from_slice(&std::fs::read(Path::new(dir).join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))).unwrap()
 }
 
-fn loc(file: &str, entity: &str, rationale: &str) -> Reply {
+pub(crate) fn loc(file: &str, entity: &str, rationale: &str) -> Reply {
     Reply::tool_call(
         "submit_localization",
         json!({"locations": [{"file": file, "entity": entity, "start_line": 1, "end_line": 20, "confidence": 0.9, "rationale": rationale}]}),
     )
 }
 
-fn cause(summary: &str, file: &str, function: &str) -> Reply {
+pub(crate) fn cause(summary: &str, file: &str, function: &str) -> Reply {
     Reply::tool_call(
         "submit_root_cause",
         json!({"summary": summary, "category": "boundary-handling",
@@ -64,7 +64,7 @@ fn cause(summary: &str, file: &str, function: &str) -> Reply {
     )
 }
 
-fn plan(framework: &str, test_path: &str, kind: &str, message: Option<&str>) -> Reply {
+pub(crate) fn plan(framework: &str, test_path: &str, kind: &str, message: Option<&str>) -> Reply {
     Reply::tool_call(
         "submit_test_plan",
         json!({"framework": framework, "test_path": test_path, "command": "the framework's own", "environment": [],
@@ -72,7 +72,7 @@ fn plan(framework: &str, test_path: &str, kind: &str, message: Option<&str>) -> 
     )
 }
 
-fn write_test(code: &str) -> Reply {
+pub(crate) fn write_test(code: &str) -> Reply {
     Reply::tool_call("write_test", json!({"code": code}))
 }
 
@@ -492,16 +492,32 @@ fn resume_reuses_the_stages_whose_inputs_did_not_change() {
         (o, server.requests())
     };
 
-    // Same issue, same tree, same model: only generation calls the model.
+    // Same issue, same tree, same model: every stage is reused, generation included; no
+    // model call, no sandbox.
+    let (o, reqs) = resume(&text, Vec::new());
+    assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
+    assert_eq!(reqs.len(), 0, "a resumed run with nothing changed called the model");
+    assert_eq!((o.test_code.as_deref(), o.failure.as_deref()), (first.test_code.as_deref(), first.failure.as_deref()));
+    assert_ne!(o.run_dir, first.run_dir);
+    let run = read_json(&o.run_dir, "run.json");
+    assert_eq!(run["reused"], json!(["localization", "root_cause", "test_plan", "generation"]));
+    assert_eq!(run["model_calls"], json!([]));
+    for a in ["localization.json", "root_cause.json", "test_plan.json", "generation.json", "inputs.json"] {
+        assert_eq!(read_json(&first.run_dir, a), read_json(&o.run_dir, a), "{a}");
+    }
+    assert_eq!(read_json(&o.run_dir, "outcome.json")["run_id"], read_json(&o.run_dir, "run.json")["run_id"]);
+
+    // A generation that ended in an error (a broken sandbox, an interrupt) says nothing
+    // about the test: it runs again, and only it calls the model.
+    let outcome_path = Path::new(&first.run_dir).join("outcome.json");
+    let mut errored = read_json(&first.run_dir, "outcome.json");
+    errored["status"] = json!("error");
+    std::fs::write(&outcome_path, serde_json::to_vec_pretty(&errored).unwrap()).unwrap();
     let (o, reqs) = resume(&text, py_script().split_off(5));
     assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
     assert_eq!(reqs.len(), 2);
     assert!(tool_names(&reqs[0].body).contains(&"write_test".to_string()));
-    let run = read_json(&o.run_dir, "run.json");
-    assert_eq!(run["reused"], json!(["localization", "root_cause", "test_plan"]));
-    for a in ["localization.json", "root_cause.json", "test_plan.json", "inputs.json"] {
-        assert_eq!(read_json(&first.run_dir, a), read_json(&o.run_dir, a), "{a}");
-    }
+    assert_eq!(read_json(&o.run_dir, "run.json")["reused"], json!(["localization", "root_cause", "test_plan"]));
 
     // A changed issue changes every stage's inputs: everything runs again.
     let (o, reqs) = resume(&format!("{text}\nSeen on version 2.1.\n"), py_script());

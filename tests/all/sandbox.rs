@@ -13,13 +13,13 @@ use reproagent::sandbox::runners::TestStatus;
 use reproagent::sandbox::tools::{self, RunCommandArgs, RunPythonArgs, RunTestArgs};
 use reproagent::sandbox::{docker as dk, ExecRequest, Sandbox, SandboxConfig, SandboxError, SandboxKind};
 
-const IMAGE: &str = "reproagent-test:bookworm";
+pub(crate) const IMAGE: &str = "reproagent-test:bookworm";
 
 /// Docker tests share the engine; `sandbox clean` removes every sandbox container, so it
 /// takes this lock for writing while the others hold it for reading.
-static ENGINE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+pub(crate) static ENGINE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
-fn skip_docker() -> bool {
+pub(crate) fn skip_docker() -> bool {
     std::env::var("REPROAGENT_SKIP_DOCKER").is_ok_and(|v| v == "1")
 }
 
