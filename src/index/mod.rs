@@ -328,7 +328,7 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
             }
             Ok(Got::Parsed(f, docs)) => {
                 new_docs.extend(docs);
-                new_facts.push(f);
+                new_facts.push(*f);
                 fresh.push(true);
             }
             Err(s) => skipped.push(s),
@@ -553,7 +553,7 @@ fn total_rows(r: &Rows) -> usize {
 /// A file's facts: the stored ones (by index), or parsed in this run with its keyword documents.
 enum Got {
     Reused(usize),
-    Parsed(FileFacts, Vec<SearchDoc>),
+    Parsed(Box<FileFacts>, Vec<SearchDoc>),
 }
 
 fn extract_or_reuse(
@@ -585,7 +585,7 @@ fn extract_or_reuse(
     // extract_bytes checked the bytes are UTF-8.
     let text = String::from_utf8_lossy(&bytes);
     let docs = search::docs_for(&facts, &text);
-    Ok(Got::Parsed(facts, docs))
+    Ok(Got::Parsed(Box::new(facts), docs))
 }
 
 /// Parse every source file with tree-sitter and nothing else: the baseline the index

@@ -260,7 +260,7 @@ impl<'a> World<'a> {
     }
 
     pub(crate) fn file(&self, fi: u32) -> &'a FileFacts {
-        &self.files[fi as usize]
+        self.files[fi as usize]
     }
 
     pub(crate) fn entity(&self, r: ERef) -> &'a crate::extract::Entity {
