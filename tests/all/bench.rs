@@ -93,6 +93,8 @@ fn sanity_adapters_score_exactly_100_and_0_percent() {
 /// The same scoring in the Docker sandbox, one case per language.
 #[test]
 fn gold_scores_in_docker_too() {
+    // `sandbox clean` (another test) removes every sandbox container: not while we run.
+    let _engine = crate::sandbox::ENGINE.blocking_read();
     let out = tempfile::tempdir().unwrap();
     let mut o = options(&suite(), out.path(), Choice::Docker);
     o.only = vec!["py-money-split".into(), "js-camel-case".into(), "java-wrap-exact-width".into()];

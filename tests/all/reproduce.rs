@@ -109,6 +109,8 @@ fn the_docker_sandbox_reproduces_too_and_write_puts_the_test_in_place() {
         eprintln!("REPROAGENT_SKIP_DOCKER set: skipped by hand");
         return;
     }
+    // `sandbox clean` (another test) removes every sandbox container: not while we run.
+    let _engine = crate::sandbox::ENGINE.blocking_read();
     let repo = copy_tree(&fixture("bugs/py-slug/repo"));
     let o = reproduce_in(repo.path(), fixture("bugs/py-slug/issue.md").to_str().unwrap(), Choice::Docker, Some("reproagent-test:bookworm"), true);
     assert_eq!(o.status, Status::Reproduced, "{} (is the image built? bash .ci/build-images.sh)", o.reason);
