@@ -77,9 +77,57 @@ fn definitions(f: &FileFacts) -> BTreeMap<&str, Vec<DefSig<'_>>> {
     out
 }
 
+/// Per type of a file: its own definition and its members', as other files see them.
+fn types(f: &FileFacts) -> BTreeMap<&str, (DefSig<'_>, Vec<DefSig<'_>>)> {
+    let sig = |i: usize| -> DefSig<'_> {
+        let e = &f.entities[i];
+        let parent = e.parent.map(|p| f.entities[p as usize].id.as_str());
+        (e.id.as_str(), e.kind.as_str(), parent, &e.params, e.varargs, &e.bases)
+    };
+    let mut out: BTreeMap<&str, (DefSig, Vec<DefSig>)> = BTreeMap::new();
+    for (i, e) in f.entities.iter().enumerate() {
+        if e.kind.is_type() {
+            out.insert(e.id.as_str(), (sig(i), Vec::new()));
+        }
+    }
+    for (i, e) in f.entities.iter().enumerate() {
+        if let Some(p) = e.parent {
+            if let Some(t) = out.get_mut(f.entities[p as usize].id.as_str()) {
+                t.1.push(sig(i));
+            }
+        }
+    }
+    out
+}
+
+/// The types of two versions of a file whose definition or members differ (all of them
+/// when the file was added or removed, or moved to another package).
+fn redefined_types<'a>(old: Option<&'a FileFacts>, new: Option<&'a FileFacts>, out: &mut HashSet<&'a str>) {
+    match (old, new) {
+        (Some(o), Some(n)) if o.package == n.package && o.lang == n.lang => {
+            let (to, tn) = (types(o), types(n));
+            for (id, t) in &to {
+                if tn.get(id) != Some(t) {
+                    out.insert(id);
+                }
+            }
+            for id in tn.keys() {
+                if !to.contains_key(id) {
+                    out.insert(id);
+                }
+            }
+        }
+        _ => {
+            for f in old.into_iter().chain(new) {
+                out.extend(f.entities.iter().filter(|e| e.kind.is_type()).map(|e| e.id.as_str()));
+            }
+        }
+    }
+}
+
 /// The names whose definitions differ between two versions of a file (either may be
-/// absent: added or removed). Returns whether anything at all differs.
-fn changed_names<'a>(old: Option<&'a FileFacts>, new: Option<&'a FileFacts>, names: &mut HashSet<&'a str>) -> bool {
+/// absent: added or removed).
+fn changed_names<'a>(old: Option<&'a FileFacts>, new: Option<&'a FileFacts>, names: &mut HashSet<&'a str>) {
     let (Some(o), Some(n)) = (old, new) else {
         // Added or removed: everything it defines, and its module.
         for f in old.into_iter().chain(new) {
@@ -96,10 +144,8 @@ fn changed_names<'a>(old: Option<&'a FileFacts>, new: Option<&'a FileFacts>, nam
             }
             names.extend(pieces(&f.default_export));
         }
-        return true;
+        return;
     };
-    let before = names.len();
-    let mut any = false;
     if o.package != n.package || o.lang != n.lang {
         // Every qualified name of the file moves.
         names.insert(module_name(&n.path));
@@ -108,7 +154,6 @@ fn changed_names<'a>(old: Option<&'a FileFacts>, new: Option<&'a FileFacts>, nam
         for e in o.entities.iter().chain(&n.entities) {
             names.insert(e.name.as_str());
         }
-        any = true;
     }
     let (d_old, d_new) = (definitions(o), definitions(n));
     for (name, sig) in &d_old {
@@ -137,40 +182,34 @@ fn changed_names<'a>(old: Option<&'a FileFacts>, new: Option<&'a FileFacts>, nam
         names.extend(pieces(&o.default_export));
         names.extend(pieces(&n.default_export));
     }
-    any || names.len() > before
 }
 
 /// The files to resolve again, as indices into the old and the new file lists (both
 /// worlds are built over all files). `changed` are the paths added, changed or removed.
 pub fn affected(old: &World, new: &World, changed: &BTreeSet<&str>) -> (Vec<u32>, Vec<u32>) {
     let mut names: HashSet<&str> = HashSet::new();
-    // Files whose definitions changed, by index in each world.
-    let mut redefined_old: HashSet<u32> = HashSet::new();
-    let mut redefined_new: HashSet<u32> = HashSet::new();
+    let mut redefined: HashSet<&str> = HashSet::new();
     for path in changed {
-        let o = old.file_by_path(path);
-        let n = new.file_by_path(path);
-        if changed_names(o.map(|i| old.file(i)), n.map(|i| new.file(i)), &mut names) {
-            redefined_old.extend(o);
-            redefined_new.extend(n);
-        }
+        let o = old.file_by_path(path).map(|i| old.file(i));
+        let n = new.file_by_path(path).map(|i| new.file(i));
+        changed_names(o, n, &mut names);
+        redefined_types(o, n, &mut redefined);
     }
-    // Types inheriting, in either world, from a type of a redefined file.
+    // Types inheriting, in either world, from a redefined type: their members and bases
+    // are looked up through it.
     let mut inheriting: BTreeSet<&str> = BTreeSet::new();
-    for (w, redefined) in [(old, &redefined_old), (new, &redefined_new)] {
-        if redefined.is_empty() {
-            continue;
-        }
-        for &ty in w.bases.keys() {
-            if w.ancestors(ty).iter().any(|a| redefined.contains(&a.0)) {
-                inheriting.insert(w.file(ty.0).path.as_str());
-                names.insert(w.entity(ty).name.as_str());
+    if !redefined.is_empty() {
+        for w in [old, new] {
+            for &ty in w.bases.keys() {
+                if w.ancestors(ty).iter().any(|&a| redefined.contains(w.entity(a).id.as_str())) {
+                    inheriting.insert(w.file(ty.0).path.as_str());
+                    names.insert(w.entity(ty).name.as_str());
+                }
             }
         }
     }
-    // A file that uses a changed name is affected, and what it passes on (its imports'
-    // names and aliases, its module-level variables: `from c import y as x`, `x = c.y`)
-    // changes with it; to a fixpoint.
+    // A file that uses a changed name is affected; so are the names it passes on from a
+    // changed one (`from c import y as x`, `x = c.y`): to a fixpoint.
     let mut picked: Vec<Vec<bool>> = Vec::new();
     for w in [old, new] {
         picked.push(w.files.iter().map(|f| changed.contains(f.path.as_str()) || inheriting.contains(f.path.as_str())).collect());
@@ -181,17 +220,28 @@ pub fn affected(old: &World, new: &World, changed: &BTreeSet<&str>) -> (Vec<u32>
             let before = names.len();
             for (wi, w) in [old, new].into_iter().enumerate() {
                 for (fi, f) in w.files.iter().enumerate() {
-                    if picked[wi][fi] || !used[wi][fi].iter().any(|n| names.contains(n)) {
-                        continue;
+                    if !picked[wi][fi] {
+                        if !used[wi][fi].iter().any(|n| names.contains(n)) {
+                            continue;
+                        }
+                        picked[wi][fi] = true;
                     }
-                    picked[wi][fi] = true;
+                    let mut passed: Vec<&str> = Vec::new();
                     for i in &f.imports {
-                        names.extend(pieces(&i.name));
-                        names.extend(pieces(&i.alias));
+                        let whole = i.name.is_empty() || i.name == "*";
+                        let binds_changed = pieces(&i.name).any(|p| names.contains(p))
+                            || (whole && pieces(&i.module).last().is_some_and(|m| names.contains(m)));
+                        if binds_changed {
+                            passed.extend(pieces(&i.name));
+                            passed.extend(pieces(&i.alias));
+                        }
                     }
                     for v in &f.vars {
-                        names.insert(v.name.as_str());
+                        if pieces(&v.ty).any(|p| names.contains(p)) {
+                            passed.push(v.name.as_str());
+                        }
                     }
+                    names.extend(passed);
                 }
             }
             if names.len() == before {

@@ -293,6 +293,12 @@ fn incremental_equals_full_after_each_single_edit() {
     w("app/user.py", "from .reexport import assist\nfrom .shared import thing\n\n\ndef use():\n    thing.ping()\n    return assist()\n");
     w("app/shared.py", "from .base import Base\n\nthing = Base()\n");
     w("app/loose.py", "def stray():\n    return lonely()\n");
+    w("app/grand.py", "from .leaf import Leaf\n\n\nclass Grand(Leaf):\n    def go(self):\n        return self.pong()\n");
+    w("app/alias2.py", "from .core import compute as calc\n");
+    w("app/user2.py", "from .alias2 import calc\n\n\ndef use2():\n    return calc()\n");
+    w("app/maker.py", "from .base import Base, Other\n\n\nclass Maker(Base):\n    def make(self):\n        return 1\n");
+    w("app/holder.py", "from .maker import Maker\n\nthe_maker = Maker()\n");
+    w("app/user3.py", "from .holder import the_maker\n\n\ndef use3():\n    return the_maker.pong()\n");
     w("tests/test_core.py", "from app.core import compute\nfrom app.leaf import Leaf\n\n\ndef test_compute():\n    assert compute() == 3\n\n\ndef test_leaf():\n    Leaf().run()\n");
     for (lang, p) in [("python", "shop"), ("typescript", "tasks"), ("java", "bank")] {
         let to = root.join(p);
@@ -317,6 +323,12 @@ fn incremental_equals_full_after_each_single_edit() {
     check_incremental(root, "the candidate goes away");
     edit(root, "app/core.py", |s| s.replace("def compute():\n    return helper_renamed()", "def compute():\n    return 3"));
     check_incremental(root, "a test's callee stops calling on");
+    edit(root, "app/core.py", |s| s.replace("def compute():", "def compute_all():"));
+    check_incremental(root, "a function renamed under an alias another file imports");
+    edit(root, "app/maker.py", |s| s.replace("class Maker(Base):", "class Maker(Other):"));
+    check_incremental(root, "a class a module-level variable holds changes its base");
+    edit(root, "app/maker.py", |s| s.replace("class Maker(Other):", "class Maker(Base):\n    def pong(self):\n        return 5\n"));
+    check_incremental(root, "that class gains the method called on the variable");
 
     // Every fixture file: rename its first definition, then shift its lines.
     let mut files: Vec<String> = Vec::new();
