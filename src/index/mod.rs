@@ -415,10 +415,23 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
             let new_rows = resolve(&new_facts);
             mark("2 resolve", &mut phases);
             let counts = Counts::of(&new_rows);
-            store::write_full(&db_path, &root, &new_rows, &store::encode_facts(&new_facts.iter().collect::<Vec<_>>()), &digest, &counts)?;
-            mark("3 graph store", &mut phases);
-            store::text::write_full(&root, &new_docs, &digest, threads)?;
-            mark("4 keyword store", &mut phases);
+            // The two stores are independent (each is committed with the tree digest, so
+            // a reader tells a stale keyword index from the graph): write them at once.
+            // The graph's writer is one thread; the keyword index takes the rest.
+            let (graph, text) = std::thread::scope(|s| {
+                let text = s.spawn(|| {
+                    let t = Instant::now();
+                    store::text::write_full(&root, &new_docs, &digest, threads).map(|_| t.elapsed().as_secs_f64())
+                });
+                let t = Instant::now();
+                let facts = store::encode_facts(&new_facts.iter().collect::<Vec<_>>());
+                let graph = store::write_full(&db_path, &root, &new_rows, &facts, &digest, &counts).map(|_| t.elapsed().as_secs_f64());
+                (graph, text.join())
+            });
+            let text = text.map_err(|_| IndexError::Store(StoreError::Db("the keyword index writer panicked".into())))?;
+            phases.insert("3 graph store".into(), graph?);
+            phases.insert("4 keyword store".into(), text?);
+            mark("3+4 stores, at once", &mut phases);
             ("full", total_rows(&new_rows) + new_facts.len(), counts)
         }
     };
