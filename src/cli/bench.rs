@@ -10,7 +10,7 @@ use crate::bench::adapter::{self, Adapter};
 use crate::bench::run::{BenchOptions, ModelSource};
 use crate::bench::score::Scorer;
 use crate::bench::{self, case, mine, summarize, swt, CaseResult, CaseStatus};
-use crate::model::{resolve_from_process, ChatModel, HttpModel, ModelError, ModelInfo, ModelOverrides, Replayer};
+use crate::model::{resolve_from_process, ChatModel, HttpModel, ModelError, ModelInfo, Replayer};
 use crate::sandbox::Choice;
 
 /// The bench harness: run an adapter over a suite of cases, report, mine and convert cases.
@@ -47,16 +47,8 @@ pub struct RunArgs {
     /// For pipeline and zero-shot: the model (an OpenAI-compatible endpoint's model name).
     #[arg(long)]
     pub model: Option<String>,
-    #[arg(long)]
-    pub base_url: Option<String>,
-    #[arg(long)]
-    pub temperature: Option<f64>,
-    #[arg(long)]
-    pub top_p: Option<f64>,
-    #[arg(long)]
-    pub seed: Option<u64>,
-    #[arg(long)]
-    pub max_tokens: Option<u32>,
+    #[command(flatten)]
+    pub flags: super::ModelFlags,
     /// Replay the model calls of a previous run (its output directory): no network.
     #[arg(long, conflicts_with_all = ["model", "base_url"])]
     pub replay: Option<PathBuf>,
@@ -241,16 +233,7 @@ fn run_bench(a: RunArgs) -> anyhow::Result<i32> {
         let Some(name) = &a.model else {
             return Err(super::with_hint(format!("--adapter {:?} needs a model", a.adapter).to_lowercase(), Some("give --model NAME (and --base-url), or --replay RUN")));
         };
-        let overrides = ModelOverrides {
-            base_url: a.base_url.clone(),
-            model: Some(name.clone()),
-            temperature: a.temperature,
-            top_p: a.top_p,
-            seed: a.seed,
-            max_tokens: a.max_tokens,
-            ..ModelOverrides::default()
-        };
-        let config = resolve_from_process(&overrides, std::path::Path::new(".")).map_err(model_err)?;
+        let config = resolve_from_process(&a.flags.overrides(name), std::path::Path::new(".")).map_err(model_err)?;
         let http: Arc<dyn ChatModel> = Arc::new(HttpModel::new(config));
         let info = http.describe();
         (ModelSource::Live(http), Some(info))

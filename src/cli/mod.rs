@@ -102,6 +102,38 @@ fn report(e: &anyhow::Error) -> i32 {
     1
 }
 
+/// The endpoint and sampling flags of the commands that call a model (`reproduce`,
+/// `bench run`): one definition, one way to turn them into the config's overrides.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ModelFlags {
+    /// The OpenAI-compatible endpoint (default: OPENAI_BASE_URL, reproagent.toml, OpenAI).
+    #[arg(long)]
+    pub base_url: Option<String>,
+    #[arg(long)]
+    pub temperature: Option<f64>,
+    #[arg(long)]
+    pub top_p: Option<f64>,
+    #[arg(long)]
+    pub seed: Option<u64>,
+    #[arg(long)]
+    pub max_tokens: Option<u32>,
+}
+
+impl ModelFlags {
+    /// The overrides these flags make, for `model`.
+    pub fn overrides(&self, model: &str) -> crate::model::ModelOverrides {
+        crate::model::ModelOverrides {
+            base_url: self.base_url.clone(),
+            model: Some(model.to_string()),
+            temperature: self.temperature,
+            top_p: self.top_p,
+            seed: self.seed,
+            max_tokens: self.max_tokens,
+            ..crate::model::ModelOverrides::default()
+        }
+    }
+}
+
 /// An error message with its hint, as one line: `what went wrong (hint: what to do)`.
 pub(crate) fn with_hint(msg: String, hint: Option<&str>) -> anyhow::Error {
     match hint {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::model::{resolve_from_process, ChatModel, HttpModel, ModelError, ModelOverrides, Recorder, Replayer};
+use crate::model::{resolve_from_process, ChatModel, HttpModel, ModelError, Recorder, Replayer};
 use crate::reproduce::{keyfree, pipeline, Outcome, Request, Status};
 use crate::sandbox::Choice;
 
@@ -23,17 +23,8 @@ pub struct ReproduceArgs {
     /// Any other name runs the four-stage model pipeline with that model.
     #[arg(long, default_value = "none")]
     pub model: String,
-    /// The OpenAI-compatible endpoint (default: OPENAI_BASE_URL, reproagent.toml, OpenAI).
-    #[arg(long)]
-    pub base_url: Option<String>,
-    #[arg(long)]
-    pub temperature: Option<f64>,
-    #[arg(long)]
-    pub top_p: Option<f64>,
-    #[arg(long)]
-    pub seed: Option<u64>,
-    #[arg(long)]
-    pub max_tokens: Option<u32>,
+    #[command(flatten)]
+    pub flags: super::ModelFlags,
     /// Record every model call to this cassette (JSONL).
     #[arg(long, conflicts_with = "replay")]
     pub record: Option<PathBuf>,
@@ -125,16 +116,7 @@ fn build_model(args: &ReproduceArgs) -> anyhow::Result<Box<dyn ChatModel>> {
     if let Some(path) = &args.replay {
         return Ok(Box::new(Replayer::open(path).map_err(model_err)?));
     }
-    let overrides = ModelOverrides {
-        base_url: args.base_url.clone(),
-        model: Some(args.model.clone()),
-        temperature: args.temperature,
-        top_p: args.top_p,
-        seed: args.seed,
-        max_tokens: args.max_tokens,
-        ..ModelOverrides::default()
-    };
-    let config = resolve_from_process(&overrides, &args.repo).map_err(model_err)?;
+    let config = resolve_from_process(&args.flags.overrides(&args.model), &args.repo).map_err(model_err)?;
     let http = HttpModel::new(config);
     Ok(match &args.record {
         Some(path) => Box::new(Recorder::create(path, http).map_err(model_err)?),
