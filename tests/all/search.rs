@@ -75,9 +75,13 @@ fn incremental_updates_keep_the_keyword_index_equal_to_a_fresh_one() {
     let fresh = tempfile::tempdir().unwrap();
     copy_into(root, fresh.path());
     index_with(fresh.path(), 2, true);
+    // Every match, not a top-k: an updated index still counts deleted documents in its
+    // term statistics until its segments merge, so scores (and a cut-off) may differ
+    // slightly from a fresh index's; the documents that match must not.
     for q in ["stock", "order discount", "round_money", "frobnication", "warehouse"] {
-        let a = SearchIndex::open(root).unwrap().search(q, None, None, 50).unwrap();
-        let b = SearchIndex::open(fresh.path()).unwrap().search(q, None, None, 50).unwrap();
+        let a = SearchIndex::open(root).unwrap().search(q, None, None, 10_000).unwrap();
+        let b = SearchIndex::open(fresh.path()).unwrap().search(q, None, None, 10_000).unwrap();
+        assert!(a.len() < 10_000, "query {q:?}: the limit must not cut");
         let ids = |v: &[reproagent::search::SearchHit]| v.iter().map(|h| h.id.clone()).collect::<std::collections::BTreeSet<_>>();
         assert_eq!(ids(&a), ids(&b), "query {q:?}");
     }
