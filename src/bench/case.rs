@@ -307,7 +307,9 @@ pub fn apply_patch(root: &Path, patch: &str, check: bool) -> Result<(), String> 
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("git apply: {e}"))?;
-    child.stdin.take().expect("piped").write_all(patch.as_bytes()).map_err(|e| format!("git apply: {e}"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(patch.as_bytes()).map_err(|e| format!("git apply: {e}"))?;
+    }
     let out = child.wait_with_output().map_err(|e| format!("git apply: {e}"))?;
     if out.status.success() {
         Ok(())

@@ -72,11 +72,12 @@ pub fn run(adapter: &dyn Adapter, opts: &BenchOptions, on_case: &(dyn Fn(&CaseRe
                 let r = run_case(adapter, opts, dir, loaded);
                 let _ = write_json(&opts.out.join("cases").join(&r.case_id).join("result.json"), &r);
                 on_case(&r);
-                results.lock().expect("results")[i] = Some(r);
+                // A poisoned lock only means another worker panicked; its slot stays empty.
+                results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
             });
         }
     });
-    let cases: Vec<CaseResult> = results.into_inner().expect("results").into_iter().flatten().collect();
+    let cases: Vec<CaseResult> = results.into_inner().unwrap_or_else(|e| e.into_inner()).into_iter().flatten().collect();
     let salt = blake3::hash(crate::sandbox::new_session_id().as_bytes()).to_hex();
     let record = BenchRecord {
         run_id: format!("{started_at}-{}", &salt[..8]),

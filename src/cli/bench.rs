@@ -238,13 +238,16 @@ fn run_bench(a: RunArgs) -> anyhow::Result<i32> {
         let info = http.describe();
         (ModelSource::Live(http), Some(info))
     };
-    let adapter: Box<dyn Adapter> = match a.adapter {
-        AdapterName::Gold => Box::new(adapter::Gold),
-        AdapterName::Empty => Box::new(adapter::Empty),
-        AdapterName::Keyfree => Box::new(adapter::KeyFree),
-        AdapterName::Command => Box::new(adapter::External { command: a.command.clone().unwrap_or_default(), timeout: Duration::from_secs(a.adapter_timeout) }),
-        AdapterName::Pipeline => Box::new(adapter::Pipeline { model: info.expect("model info") }),
-        AdapterName::ZeroShot => Box::new(adapter::ZeroShot { model: info.expect("model info"), hits: 5 }),
+    let adapter: Box<dyn Adapter> = match (a.adapter, info) {
+        (AdapterName::Gold, _) => Box::new(adapter::Gold),
+        (AdapterName::Empty, _) => Box::new(adapter::Empty),
+        (AdapterName::Keyfree, _) => Box::new(adapter::KeyFree),
+        (AdapterName::Command, _) => {
+            Box::new(adapter::External { command: a.command.clone().unwrap_or_default(), timeout: Duration::from_secs(a.adapter_timeout) })
+        }
+        (AdapterName::Pipeline, Some(model)) => Box::new(adapter::Pipeline { model }),
+        (AdapterName::ZeroShot, Some(model)) => Box::new(adapter::ZeroShot { model, hits: 5 }),
+        (AdapterName::Pipeline | AdapterName::ZeroShot, None) => anyhow::bail!("--adapter {:?} needs a model", a.adapter),
     };
     let name = adapter.info().name;
     let out = a.out.clone().unwrap_or_else(|| {
