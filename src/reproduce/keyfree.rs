@@ -101,17 +101,7 @@ pub fn review(result: &TestResult, expected: &Expected) -> Vec<Review> {
 }
 
 fn not_reproduced(run: &RunDir, reason: impl Into<String>) -> Outcome {
-    Outcome {
-        status: Status::NotReproduced,
-        reason: reason.into(),
-        run_id: run.id.clone(),
-        run_dir: run.path.display().to_string(),
-        test_path: None,
-        test_code: None,
-        command: None,
-        failure: None,
-        written: false,
-    }
+    Outcome::of(run, Status::NotReproduced, reason)
 }
 
 fn repo_langs(root: &Path) -> Vec<Lang> {

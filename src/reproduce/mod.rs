@@ -194,6 +194,23 @@ pub struct Outcome {
     pub written: bool,
 }
 
+impl Outcome {
+    /// An outcome of `run` with a status and its reason, before any test is known.
+    pub fn of(run: &RunDir, status: Status, reason: impl Into<String>) -> Outcome {
+        Outcome {
+            status,
+            reason: reason.into(),
+            run_id: run.id.clone(),
+            run_dir: run.path.display().to_string(),
+            test_path: None,
+            test_code: None,
+            command: None,
+            failure: None,
+            written: false,
+        }
+    }
+}
+
 /// The run record: provenance and timings.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunRecord {

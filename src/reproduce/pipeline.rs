@@ -362,17 +362,7 @@ fn alignment_review(model: &dyn ChatModel, trace: &mut Trace, issue: &str, code:
 }
 
 fn outcome(run: &RunDir, status: Status, reason: impl Into<String>) -> Outcome {
-    Outcome {
-        status,
-        reason: reason.into(),
-        run_id: run.id.clone(),
-        run_dir: run.path.display().to_string(),
-        test_path: None,
-        test_code: None,
-        command: None,
-        failure: None,
-        written: false,
-    }
+    Outcome::of(run, status, reason)
 }
 
 fn stage_reason(stage: &str, e: &StageError) -> String {
