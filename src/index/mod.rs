@@ -323,7 +323,10 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
     for r in results {
         match r {
             Ok(Got::Reused(i)) => {
-                new_facts.push(old_slots[i].take().expect("each stored file is reused once"));
+                // Stored paths are unique, so each stored file is reused at most once.
+                let f = old_slots.get_mut(i).and_then(Option::take);
+                let f = f.ok_or_else(|| StoreError::Db(format!("stored facts: file #{i} is listed twice")))?;
+                new_facts.push(f);
                 fresh.push(false);
             }
             Ok(Got::Parsed(f, docs)) => {
