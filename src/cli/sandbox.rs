@@ -64,6 +64,8 @@ pub struct ExecArgs {
     /// Memory limit in MiB.
     #[arg(long, default_value_t = 2048)]
     pub memory_mb: u64,
+    #[command(flatten)]
+    pub env: super::EnvFlags,
     /// Session id for the container label (tests use it to find their container).
     #[arg(long, hide = true)]
     pub session: Option<String>,
@@ -127,13 +129,14 @@ async fn exec(args: ExecArgs, json: bool) -> anyhow::Result<()> {
         SandboxChoice::Local => Choice::Local,
     };
     let image = args.image.or_else(|| image::recorded_image(&repo)).unwrap_or_else(|| "reproagent-env:none".into());
-    let mut config = SandboxConfig::new(&repo, image);
+    let environment = args.env.resolve(&repo)?;
+    let mut config = SandboxConfig::new(&repo, image).with_env(Some(environment), &args.env.options());
     config.limits.memory_bytes = args.memory_mb << 20;
     if let Some(s) = args.session {
         config.session = s;
     }
     // Refuse before anything starts, with the reason.
-    if let Err(r) = policy::check_argv(&args.cmd, docker::WORKDIR) {
+    if let Err(r) = policy::check_argv(&args.cmd, args.env.workdir.as_deref().unwrap_or(docker::WORKDIR)) {
         bail!("refused: {} (hint: rule `{}`; the sandbox runs tests offline inside the repository copy)", r.reason, r.rule);
     }
     let opened = sandbox::open(choice, config).await.context("opening the sandbox")?;

@@ -83,6 +83,10 @@ pub struct TestResult {
     pub failures: Vec<TestFailure>,
     /// For `errored`: what went wrong, in a line or a few.
     pub error: Option<String>,
+    /// What the run did differently from what was asked, and why (another runner,
+    /// because the environment lacks the asked one), with the fix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     pub output: ExecOutput,
 }
 
@@ -142,6 +146,17 @@ pub fn detect(repo: &Path, file: &str, content: &str) -> Option<Framework> {
             }
         }
         _ => None,
+    }
+}
+
+/// The runner for a Python test when the environment has no pytest: Django's
+/// `tests/runtests.py` for a test under `tests/` of a repository that has one, else
+/// unittest (never the system's pytest, which cannot import the environment's packages).
+pub fn without_pytest(repo: &Path, file: &str) -> Framework {
+    if file.starts_with("tests/") && repo.join("tests/runtests.py").is_file() {
+        Framework::Django
+    } else {
+        Framework::Unittest
     }
 }
 
@@ -270,7 +285,7 @@ fn is_setup_error(kind: Option<&str>) -> bool {
 
 /// Parse a run into a result. `report` is the framework's report file, if it wrote one.
 pub fn parse(framework: Framework, command: String, output: ExecOutput, report: Option<&[u8]>) -> TestResult {
-    let mut r = TestResult { status: TestStatus::Errored, framework, command, passed: 0, failed: 0, failures: Vec::new(), error: None, output };
+    let mut r = TestResult { status: TestStatus::Errored, framework, command, passed: 0, failed: 0, failures: Vec::new(), error: None, note: None, output };
     let parsed = match framework {
         Framework::Pytest | Framework::Junit4 | Framework::Junit5 => report.and_then(|x| parse_junit_xml(x, &mut r)),
         Framework::Jest | Framework::Vitest => report.and_then(|x| parse_jest_json(x, &mut r)),
