@@ -276,3 +276,50 @@ async fn docker_workdir_and_activate() {
     let d = reproagent::sandbox::docker::connect().await.expect("docker");
     let _ = d.remove_image(&tag, None::<bollard::query_parameters::RemoveImageOptions>, None).await;
 }
+
+/// A bench case's `tests.python` is where the scorer runs its tests: the gold test is
+/// fail-to-pass in a venv with pytest; in one without, it runs with unittest there (not
+/// the system's pytest) and the result says why; a bad one makes the case invalid.
+#[test]
+fn bench_case_python() {
+    use reproagent::bench::adapter;
+    use reproagent::bench::run::{self, BenchOptions, ModelSource};
+    use reproagent::bench::score::Scorer;
+    use reproagent::bench::CaseStatus;
+    let e = envs();
+    let suite = tempfile::tempdir().expect("tmp");
+    let from = crate::common::fixture("bench/py-median-even");
+    for (id, python) in [("with-pytest", format!("{}/bin/python", e.full.display())), ("without-pytest", e.bare.display().to_string()), ("bad", "/no/such/venv".into())] {
+        let dir = suite.path().join(id);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        crate::common::copy_into(&from, &dir);
+        let mut case: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("case.json")).expect("read")).expect("json");
+        case["id"] = id.into();
+        case["tests"]["python"] = python.into();
+        std::fs::write(dir.join("case.json"), serde_json::to_string(&case).expect("json")).expect("write");
+    }
+    let out = tempfile::tempdir().expect("tmp");
+    let opts = BenchOptions {
+        suite: suite.path().to_path_buf(),
+        out: out.path().to_path_buf(),
+        jobs: 1,
+        scorer: Scorer { sandbox: reproagent::sandbox::Choice::Local, image: None, timeout_secs: 120, env: EnvOptions::default() },
+        verify: false,
+        only: Vec::new(),
+        model: ModelSource::None,
+    };
+    let record = run::run(&adapter::Gold, &opts, &|_| {}).expect("bench");
+    let get = |id: &str| record.cases.iter().find(|c| c.case_id == id).unwrap_or_else(|| panic!("no case {id}"));
+    let ok = get("with-pytest");
+    assert!(ok.fail_to_pass, "{ok:#?}");
+    assert!(ok.environment.as_deref().unwrap_or("").contains(&format!("virtualenv {}", e.full.display())), "{ok:#?}");
+    let bare = get("without-pytest");
+    assert_eq!(bare.status, CaseStatus::Scored, "{bare:#?}");
+    assert!(!bare.pass_after, "{bare:#?}");
+    let why = bare.after.as_ref().and_then(|a| a.error.clone()).unwrap_or_default();
+    assert!(why.contains("pytest is not installed in") && why.contains("pip install pytest"), "{why}");
+    let bad = get("bad");
+    assert_eq!(bad.status, CaseStatus::Invalid, "{bad:#?}");
+    assert!(bad.reason.as_deref().unwrap_or("").contains("the case's tests.python /no/such/venv: no such file or directory"), "{bad:#?}");
+    assert!(record.environment.as_deref().unwrap_or("").starts_with("python: a case's tests.python"), "{:?}", record.environment);
+}
