@@ -180,24 +180,6 @@ pub struct Environment {
 }
 
 impl Environment {
-    /// Directories to put ahead of the system's `PATH`, in order (the repository's
-    /// `node_modules/.bin` is the sandbox's to add: it lives in the copy).
-    pub fn path_dirs(&self) -> Vec<PathBuf> {
-        let mut dirs = Vec::new();
-        if let Some(b) = self.python.bin_dir() {
-            dirs.push(b);
-        }
-        if let Some(b) = &self.node.bin_dir {
-            dirs.push(b.clone());
-        }
-        if let Some(j) = &self.java.java_home {
-            dirs.push(j.join("bin"));
-        }
-        let mut seen = std::collections::BTreeSet::new();
-        dirs.retain(|d| !SYSTEM_DIRS.contains(&d.to_string_lossy().as_ref()) && seen.insert(d.clone()));
-        dirs
-    }
-
     /// The lines `reproduce` and `sandbox exec` print.
     pub fn summary(&self) -> String {
         format!(
@@ -954,11 +936,8 @@ mod tests {
         let j = lookup_java(&Inputs { repo: &repo, env: &env, explicit: None });
         assert_eq!(j.java_home, Some(t.path().join("jdk")));
         assert!(j.build_tool.as_deref().unwrap_or("").starts_with("maven"), "{j:?}");
-        let envir = Environment {
-            python: look(&repo, &[], None).unwrap_or_else(|e| panic!("{e}")),
-            node: n,
-            java: j,
-        };
-        assert_eq!(envir.path_dirs(), vec![t.path().join("nvm/bin"), t.path().join("jdk/bin")]);
+        // The system's node adds nothing to PATH.
+        let env: BTreeMap<String, String> = [("PATH".to_string(), "/usr/bin".to_string())].into();
+        assert_eq!(lookup_node(&Inputs { repo: &repo, env: &env, explicit: None }).bin_dir, None);
     }
 }

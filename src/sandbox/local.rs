@@ -322,7 +322,7 @@ pub(crate) fn repo_entries_except(root: &Path, skip: &[PathBuf]) -> Result<Vec<P
                 continue;
             }
             let r = rel.join(&name);
-            if skip.iter().any(|s| *s == r) {
+            if skip.contains(&r) {
                 continue;
             }
             let ft = std::fs::symlink_metadata(root.join(&r))

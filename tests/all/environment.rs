@@ -232,7 +232,7 @@ fn resolve_probes_the_interpreter() {
     write(&not_python, "#!/bin/sh\necho hello\n");
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&not_python, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let err = env::resolve(repo.path(), &EnvOptions { python: Some(not_python), ..EnvOptions::default() }).err().expect("an error").to_string();
+    let err = env::resolve(repo.path(), &EnvOptions { python: Some(not_python), ..EnvOptions::default() }).expect_err("an error").to_string();
     assert!(err.contains("not a working Python interpreter"), "{err}");
 }
 
