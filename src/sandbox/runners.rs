@@ -160,6 +160,54 @@ pub fn without_pytest(repo: &Path, file: &str) -> Framework {
     }
 }
 
+/// The module-level `def test_*` functions unittest would not collect (pytest style).
+pub fn has_test_functions(content: &str) -> bool {
+    content.lines().any(|l| l.starts_with("def test") || l.starts_with("async def test"))
+}
+
+/// unittest over a pytest-style file, for an environment without pytest: the file's
+/// `TestCase`s as unittest loads them, plus each module-level `test*` function that
+/// takes no argument as a test of its own, reported in unittest's `-v` format.
+const UNITTEST_FUNCTIONS: &str = r#"import os, sys, inspect, unittest
+path = sys.argv[1]
+only = sys.argv[2] if len(sys.argv) > 2 else ""
+name = os.path.splitext(path)[0].replace(os.sep, ".")
+sys.path.insert(0, os.getcwd())
+loader = unittest.TestLoader()
+# The module first: an import error becomes a failed-import test, which reads as an error.
+suite = loader.loadTestsFromName(name)
+mod = sys.modules.get(name)
+
+
+class Function(unittest.FunctionTestCase):
+    def __str__(self):
+        return "%s (%s.%s)" % (self._testFunc.__name__, name, self._testFunc.__name__)
+
+    def id(self):
+        return "%s.%s" % (name, self._testFunc.__name__)
+
+
+def plain(f):
+    return inspect.isfunction(f) and f.__module__ == name and not inspect.signature(f).parameters
+
+
+if mod is not None and only:
+    target = getattr(mod, only, None)
+    suite = unittest.TestSuite([Function(target)]) if plain(target) else loader.loadTestsFromName(only, mod)
+elif mod is not None:
+    for key, f in list(vars(mod).items()):
+        if key.startswith("test") and plain(f):
+            suite.addTest(Function(f))
+result = unittest.TextTestRunner(verbosity=2).run(suite)
+sys.exit(0 if result.wasSuccessful() else 1)
+"#;
+
+/// The shell line running [`UNITTEST_FUNCTIONS`] over `file` (and `test` in it).
+pub fn unittest_functions_line(file: &str, test: Option<&str>) -> String {
+    let t = test.map(|t| format!(" {}", sh_quote(t))).unwrap_or_default();
+    format!("rm -rf {REPORT_DIR} && mkdir -p {REPORT_DIR} && python3 -c {} {}{t}", sh_quote(UNITTEST_FUNCTIONS), sh_quote(file))
+}
+
 /// Jars on the class path of JUnit runs, where Debian's junit4/junit5 packages put them;
 /// the repository's own `lib/` and `target/dependency/` jars are added too.
 pub const JUNIT_JARS: &str = "/usr/share/java/junit4.jar:/usr/share/java/hamcrest-core.jar:/usr/share/java/hamcrest.jar";
@@ -551,7 +599,11 @@ fn parse_unittest(text: &str, r: &mut TestResult) -> Option<()> {
         let exc_at = block.iter().enumerate().skip(tb_start + 1).find(|(_, l)| !l.starts_with(' ') && !l.trim().is_empty() && !l.starts_with("----")).map(|(i, _)| i);
         let (kind, message) = match exc_at {
             Some(at) => {
-                let (k, first) = split_exception(block[at]);
+                let (mut k, mut first) = split_exception(block[at]);
+                // A bare `AssertionError` (an `assert` without a message) is a type too.
+                if k.is_none() && !first.contains(' ') && split_exception(&format!("{first}: x")).0.is_some() {
+                    (k, first) = (Some(first), String::new());
+                }
                 let more: Vec<&str> = block[at + 1..].iter().take_while(|l| !l.trim().is_empty() && !l.starts_with("----")).copied().collect();
                 (k, if more.is_empty() { first } else { format!("{first}\n{}", more.join("\n")) })
             }

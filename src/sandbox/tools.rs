@@ -106,7 +106,11 @@ pub async fn run_test(sb: &dyn Sandbox, repo: &Path, args: &RunTestArgs) -> Resu
         }
         _ => framework,
     };
-    let line = runners::command_line(framework, &args.file, args.test.as_deref(), &content, args.command.as_deref());
+    let line = if note.is_some() && framework == Framework::Unittest && runners::has_test_functions(&content) {
+        runners::unittest_functions_line(&args.file, args.test.as_deref())
+    } else {
+        runners::command_line(framework, &args.file, args.test.as_deref(), &content, args.command.as_deref())
+    };
     let req = ExecRequest::shell(&line)
         .timeout(Duration::from_secs(args.timeout_secs))
         .env("PYTHONDONTWRITEBYTECODE", "1")

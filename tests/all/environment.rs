@@ -323,3 +323,31 @@ fn bench_case_python() {
     assert!(bad.reason.as_deref().unwrap_or("").contains("the case's tests.python /no/such/venv: no such file or directory"), "{bad:#?}");
     assert!(record.environment.as_deref().unwrap_or("").starts_with("python: a case's tests.python"), "{:?}", record.environment);
 }
+
+/// Without pytest, a pytest-style file (module-level test functions) still runs: each
+/// function a unittest test, failures read as unittest's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_pytest_runs_test_functions_with_unittest() {
+    let e = envs();
+    let repo = tempfile::tempdir().expect("tmp");
+    write(&repo.path().join("calc.py"), "def mean(xs):\n    return sum(xs) // len(xs)\n");
+    let sb = local(repo.path(), &e.bare);
+    let test = "from calc import mean\n\n\ndef test_mean_of_pair():\n    assert mean([1, 2]) == 1.5\n\n\ndef test_mean_of_one():\n    assert mean([4]) == 4\n\n\ndef test_needs_a_fixture(tmp_path):\n    pass\n";
+    sb.write_file("tests/test_calc.py", test.as_bytes()).await.expect("write");
+    let args = RunTestArgs { file: "tests/test_calc.py".into(), test: None, framework: None, command: None, timeout_secs: 120 };
+    let r = tools::run_test(&sb, repo.path(), &args).await.expect("run_test");
+    assert_eq!((r.framework, r.status, r.passed, r.failed), (Framework::Unittest, TestStatus::Failed, 1, 1), "{r:#?}");
+    assert_eq!(r.failures[0].name, "tests.test_calc.test_mean_of_pair", "{r:#?}");
+    assert_eq!(r.failures[0].kind.as_deref(), Some("AssertionError"), "{r:#?}");
+    assert!(r.note.as_deref().unwrap_or("").contains("pip install pytest"), "{r:#?}");
+    // One test by name; an import error is an error, not a failure.
+    let one = RunTestArgs { test: Some("test_mean_of_one".into()), ..args.clone() };
+    let r = tools::run_test(&sb, repo.path(), &one).await.expect("run_test");
+    assert_eq!((r.status, r.passed, r.failed), (TestStatus::Passed, 1, 0), "{r:#?}");
+    sb.write_file("tests/test_broken.py", b"import no_such_module\n\n\ndef test_x():\n    pass\n").await.expect("write");
+    let broken = RunTestArgs { file: "tests/test_broken.py".into(), ..args };
+    let r = tools::run_test(&sb, repo.path(), &broken).await.expect("run_test");
+    assert_eq!(r.status, TestStatus::Errored, "{r:#?}");
+    assert!(r.error.as_deref().unwrap_or("").contains("no_such_module"), "{r:#?}");
+    sb.close().await.expect("close");
+}
