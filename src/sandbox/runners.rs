@@ -602,7 +602,14 @@ fn parse_unittest(text: &str, r: &mut TestResult) -> Option<()> {
                 let (mut k, mut first) = split_exception(block[at]);
                 // A bare `AssertionError` (an `assert` without a message) is a type too.
                 if k.is_none() && !first.contains(' ') && split_exception(&format!("{first}: x")).0.is_some() {
-                    (k, first) = (Some(first), String::new());
+                    // Its message is the statement that raised it, as the traceback shows it.
+                    let code = block[..at]
+                        .iter()
+                        .rev()
+                        .map(|l| l.trim())
+                        .find(|l| !l.is_empty() && !l.chars().all(|c| matches!(c, '^' | '~')) && !l.starts_with("File "))
+                        .unwrap_or("");
+                    (k, first) = (Some(first), code.to_string());
                 }
                 let more: Vec<&str> = block[at + 1..].iter().take_while(|l| !l.trim().is_empty() && !l.starts_with("----")).copied().collect();
                 (k, if more.is_empty() { first } else { format!("{first}\n{}", more.join("\n")) })

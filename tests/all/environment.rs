@@ -339,6 +339,7 @@ async fn no_pytest_runs_test_functions_with_unittest() {
     assert_eq!((r.framework, r.status, r.passed, r.failed), (Framework::Unittest, TestStatus::Failed, 1, 1), "{r:#?}");
     assert_eq!(r.failures[0].name, "tests.test_calc.test_mean_of_pair", "{r:#?}");
     assert_eq!(r.failures[0].kind.as_deref(), Some("AssertionError"), "{r:#?}");
+    assert_eq!(r.failures[0].message, "assert mean([1, 2]) == 1.5", "{r:#?}");
     assert!(r.note.as_deref().unwrap_or("").contains("pip install pytest"), "{r:#?}");
     // One test by name; an import error is an error, not a failure.
     let one = RunTestArgs { test: Some("test_mean_of_one".into()), ..args.clone() };
