@@ -578,7 +578,13 @@ fn stages(
     let gen_user = format!(
         "{issue}\n## Suspicious locations (from localization)\n\n```json\n{loc_json}\n```\n\n## Root cause (from root-cause analysis)\n\n```json\n{cause_json}\n```\n\n## Test plan\n\n```json\n{plan_json}\n```\n"
     );
-    let gen_key = Resume::key(&["generation", &gen_system, &gen_user, REVIEW, &model_name, &tree]);
+    // The environment the test ran in is part of its verdict: another Python, another run.
+    let env_part = req
+        .environment
+        .as_ref()
+        .map(|e| format!("{}|{}|{:?}|{:?}", e.python.interpreter.display(), e.python.version.as_deref().unwrap_or(""), req.env.workdir, req.env.activate))
+        .unwrap_or_default();
+    let gen_key = Resume::key(&["generation", &gen_system, &gen_user, REVIEW, &model_name, &tree, &env_part]);
     if let Some((generation, old)) = resume.reuse_generation(&gen_key) {
         resume.inputs.insert("generation".into(), gen_key);
         run.write("inputs.json", &resume.inputs).map_err(|e| io(run, e))?;
