@@ -21,9 +21,10 @@ pub struct SandboxArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum SandboxCommand {
-    /// Build an environment image for a repository: the base image plus the install
-    /// steps its manifests call for, tagged by a hash of the manifests and reused until
-    /// they change. Prints what it ran.
+    /// Build an environment image for a repository: its Dockerfile when it has one (the
+    /// FROM image must be present: nothing is pulled), else the base image plus the
+    /// install steps its manifests call for; tagged by a hash of the manifests and reused
+    /// until they change. Prints what it ran.
     Prepare(PrepareArgs),
     /// Run one command in the sandbox (a copy of the repository; the user's tree is not touched).
     Exec(ExecArgs),
