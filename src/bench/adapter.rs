@@ -35,6 +35,9 @@ pub struct Workspace<'a> {
     /// Where the adapter may run what it writes.
     pub sandbox: Choice,
     pub image: Option<String>,
+    /// The case's environment (the one its tests are scored in) and Docker placement.
+    pub environment: Option<std::sync::Arc<crate::sandbox::env::Environment>>,
+    pub env: crate::sandbox::env::EnvOptions,
     pub timeout_secs: u64,
 }
 
@@ -117,6 +120,8 @@ fn request(ws: &Workspace, issue: PathBuf) -> Request {
         write: false,
         timeout_secs: ws.timeout_secs,
         resume: None,
+        env: ws.env.clone(),
+        environment: ws.environment.clone(),
     }
 }
 

@@ -9,7 +9,8 @@
 //!   "issue_file": "issue.md",
 //!   "gold_patch": "gold.patch",
 //!   "gold_test_patch": "test.patch",
-//!   "tests": { "framework": "pytest", "command": null, "timeout_secs": 120 }
+//!   "tests": { "framework": "pytest", "command": null, "timeout_secs": 120,
+//!              "python": "/path/to/venv/bin/python" }
 //! }
 //! ```
 //!
@@ -42,6 +43,18 @@ pub struct TestSpec {
     /// The Docker image tests run in (default: the harness's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// The Python the local sandbox runs tests with: an interpreter or a virtualenv
+    /// directory, relative to the case directory or absolute (default: the harness's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python: Option<String>,
+    /// Docker: where `image` keeps the repository (e.g. `/testbed`); the case's tree is
+    /// uploaded over it and tests run there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<String>,
+    /// Docker: a shell line every command runs after, in bash (e.g. `source
+    /// /opt/miniconda3/bin/activate && conda activate testbed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activate: Option<String>,
 }
 
 /// One case, as `case.json` says it.
@@ -150,6 +163,14 @@ impl Case {
             if c.is_empty() || !c.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/' | '^' | '~')) {
                 return Err(("base_commit", format!("{c:?} is not a commit")));
             }
+        }
+        if let Some(w) = &self.tests.workdir {
+            if !w.starts_with('/') || w.split('/').any(|c| c == "..") || w.trim_end_matches('/').is_empty() {
+                return Err(("tests.workdir", format!("{w:?} must be an absolute directory inside the image, like /testbed")));
+            }
+        }
+        if self.tests.python.as_deref().is_some_and(|p| p.trim().is_empty()) {
+            return Err(("tests.python", "empty: give an interpreter or a virtualenv directory".into()));
         }
         if let Some(f) = &self.tests.framework {
             if crate::sandbox::runners::Framework::parse_name(f).is_none() {

@@ -41,6 +41,10 @@ pub struct BenchRecord {
     pub suite: String,
     /// Which sandbox scored the tests, and why.
     pub sandbox: String,
+    /// The harness's environment (`--python`, `--workdir`, `--activate`), and why it was
+    /// chosen; each case's own is in its result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
     /// Cases run at once.
     pub jobs: usize,
     pub wall_secs: f64,
@@ -119,6 +123,9 @@ pub struct CaseResult {
     /// Seconds the adapter took, and the whole case (adapter and scoring).
     pub adapter_secs: f64,
     pub wall_secs: f64,
+    /// The Python environment the case's tests ran in, and why it was chosen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
 }
 
 /// Counts and rates for one slice of a run.

@@ -758,6 +758,7 @@ mod tests {
             completion_tokens: 0,
             adapter_secs: 0.0,
             wall_secs: 1.0,
+            environment: None,
         }
     }
 
@@ -778,6 +779,7 @@ mod tests {
             adapter,
             suite: "fixtures/bench".into(),
             sandbox: "local".into(),
+            environment: None,
             jobs: 2,
             wall_secs: 75.0,
             cases,

@@ -94,12 +94,29 @@ pub fn run(adapter: &dyn Adapter, opts: &BenchOptions, on_case: &(dyn Fn(&CaseRe
             },
             opts.scorer.image.as_deref().unwrap_or("none given")
         ),
+        environment: Some(harness_env(&opts.scorer.env)),
         jobs,
         wall_secs: started.elapsed().as_secs_f64(),
         cases,
     };
     write_json(&opts.out.join("run.json"), &record)?;
     Ok(record)
+}
+
+/// What the harness's options say about the environment (each case's own, resolved, is
+/// in its result).
+fn harness_env(o: &crate::sandbox::env::EnvOptions) -> String {
+    let mut s = match &o.python {
+        Some(p) => format!("python: --python {} unless a case names its tests.python", p.display()),
+        None => "python: a case's tests.python, else looked up for each case (VIRTUAL_ENV, the case repository's virtualenv, poetry/pipenv/uv/hatch/conda, the system's)".into(),
+    };
+    if let Some(w) = &o.workdir {
+        s.push_str(&format!("; docker: the tree over {w}"));
+    }
+    if let Some(a) = &o.activate {
+        s.push_str(&format!("; docker: after `{a}`"));
+    }
+    s
 }
 
 fn dir_name(dir: &Path) -> String {
@@ -133,6 +150,7 @@ fn blank(case_id: String, language: String) -> CaseResult {
         prompt_tokens: 0,
         completion_tokens: 0,
         adapter_secs: 0.0,
+        environment: None,
         wall_secs: 0.0,
     }
 }
@@ -195,6 +213,12 @@ fn score_case(adapter: &dyn Adapter, opts: &BenchOptions, case: &Case, out: &Pat
         },
     };
     let metered = model.as_deref().map(Metered::new);
+    // The case's environment: the adapter runs its tests where the scorer will.
+    let (environment, env) = match opts.scorer.case_env(case) {
+        Ok(x) => x,
+        Err(ScoreError::Case(m) | ScoreError::Candidate(m)) => return invalid(r, m),
+    };
+    r.environment = Some(environment.python.describe());
     let ws = Workspace {
         case,
         issue: &issue,
@@ -203,6 +227,8 @@ fn score_case(adapter: &dyn Adapter, opts: &BenchOptions, case: &Case, out: &Pat
         model: metered.as_ref().map(|m| m as &dyn ChatModel),
         sandbox: opts.scorer.sandbox,
         image: case.tests.image.clone().or_else(|| opts.scorer.image.clone()),
+        environment: Some(environment),
+        env,
         timeout_secs: case.tests.timeout_secs.unwrap_or(opts.scorer.timeout_secs),
     };
     let t = Instant::now();

@@ -2,6 +2,7 @@
 //! tree with the gold code patch applied.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use super::case::{apply_patch, Case};
 use super::RunSummary;
@@ -9,6 +10,7 @@ use crate::localize;
 use crate::reproduce::{keyfree, Expected};
 use crate::sandbox::runners::{TestResult, TestStatus};
 use crate::sandbox::tools::{run_test, RunTestArgs};
+use crate::sandbox::env::{self, EnvOptions, Environment, PythonSource};
 use crate::sandbox::{self, Choice, SandboxConfig};
 
 /// A reproducer's output: test files to add or replace, or a diff to apply.
@@ -88,6 +90,8 @@ pub struct Scorer {
     pub image: Option<String>,
     /// Seconds one test run may take when the case says nothing.
     pub timeout_secs: u64,
+    /// `--python`, `--workdir`, `--activate`, when the case says nothing.
+    pub env: EnvOptions,
 }
 
 /// A case's tree at one of its states, in a temporary directory (deleted on Ctrl-C too).
@@ -171,6 +175,25 @@ pub fn matches_issue(expected: Option<&Expected>, before: &[TestResult]) -> Opti
 }
 
 impl Scorer {
+    /// The environment a case's tests run in: the case's `tests.python`, `workdir` and
+    /// `activate` over the harness's options; looked up over the case's repository when
+    /// it is a directory. Resolved once per interpreter and repository in a run.
+    pub fn case_env(&self, case: &Case) -> Result<(Arc<Environment>, EnvOptions), ScoreError> {
+        let (python, source) = match &case.tests.python {
+            Some(p) => (Some(case.path_of(p)), PythonSource::Case),
+            None => (self.env.python.clone(), PythonSource::Flag),
+        };
+        let opts = EnvOptions {
+            python: python.clone(),
+            workdir: case.tests.workdir.clone().or_else(|| self.env.workdir.clone()),
+            activate: case.tests.activate.clone().or_else(|| self.env.activate.clone()),
+        };
+        let repo = case.path_of(&case.repo);
+        let repo = if repo.is_dir() { repo } else { case.dir.clone() };
+        let e = env::resolve_cached(&repo, python.as_deref(), source).map_err(|e| ScoreError::Case(format!("{e} (hint: {})", e.hint().unwrap_or(""))))?;
+        Ok((e, opts))
+    }
+
     /// The buggy tree.
     pub fn buggy(&self, case: &Case) -> Result<Tree, ScoreError> {
         let dir = tempfile::Builder::new().prefix("reproagent-bench-").tempdir().map_err(|e| ScoreError::Case(format!("temp dir: {e}")))?;
@@ -242,12 +265,13 @@ impl Scorer {
     fn run_tests(&self, case: &Case, tree: &Path, files: &[String]) -> Result<Vec<TestResult>, ScoreError> {
         let image = case.tests.image.clone().or_else(|| self.image.clone()).unwrap_or_else(|| "reproagent-env:none".into());
         let timeout = case.tests.timeout_secs.unwrap_or(self.timeout_secs);
+        let (environment, opts) = self.case_env(case)?;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| ScoreError::Case(format!("runtime: {e}")))?;
         rt.block_on(async {
-            let opened = sandbox::open(self.sandbox, SandboxConfig::new(tree, image))
+            let opened = sandbox::open(self.sandbox, SandboxConfig::new(tree, image).with_env(Some(environment), &opts))
                 .await
                 .map_err(|e| ScoreError::Case(format!("the sandbox did not open: {e}")))?;
             let sb = opened.sandbox;

@@ -64,6 +64,9 @@ pub struct RunArgs {
     /// Docker image for the tests, when a case names none.
     #[arg(long)]
     pub image: Option<String>,
+    /// `--python`, `--workdir`, `--activate` for cases whose `tests` name none.
+    #[command(flatten)]
+    pub env: super::EnvFlags,
     /// Seconds one test run may take, when a case says nothing.
     #[arg(long, default_value_t = 300)]
     pub timeout: u64,
@@ -218,6 +221,12 @@ fn run_bench(a: RunArgs) -> anyhow::Result<i32> {
     if !a.suite.exists() {
         return Err(super::with_hint(format!("suite {} does not exist", a.suite.display()), Some("give a case directory or a directory of them")));
     }
+    // A bad --python stops the run before any case; the cases' own are checked per case.
+    if let Some(p) = &a.env.python {
+        let e = crate::sandbox::env::resolve_cached(&a.suite, Some(p), crate::sandbox::env::PythonSource::Flag)
+            .map_err(|e| super::with_hint(e.to_string(), e.hint()))?;
+        eprintln!("environment: python {}", e.python.describe());
+    }
     let uses_model = matches!(a.adapter, AdapterName::Pipeline | AdapterName::ZeroShot);
     let (source, info) = if !uses_model {
         if a.model.is_some() || a.replay.is_some() {
@@ -258,7 +267,7 @@ fn run_bench(a: RunArgs) -> anyhow::Result<i32> {
         suite: a.suite.clone(),
         out: out.clone(),
         jobs: a.jobs.max(1),
-        scorer: scorer(a.sandbox, a.image.clone(), a.timeout),
+        scorer: Scorer { env: a.env.options(), ..scorer(a.sandbox, a.image.clone(), a.timeout) },
         verify: !a.no_verify,
         only: a.cases.clone(),
         model: source,
@@ -358,7 +367,7 @@ fn scorer(sandbox: super::reproduce::SandboxChoice, image: Option<String>, timeo
         super::reproduce::SandboxChoice::Docker => Choice::Docker,
         super::reproduce::SandboxChoice::Local => Choice::Local,
     };
-    Scorer { sandbox, image, timeout_secs }
+    Scorer { sandbox, image, timeout_secs, env: Default::default() }
 }
 
 fn import(a: ImportArgs) -> anyhow::Result<i32> {

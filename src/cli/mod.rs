@@ -134,6 +134,37 @@ impl ModelFlags {
     }
 }
 
+/// The environment tests run in: `--python`, and where a Docker image keeps the repository.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct EnvFlags {
+    /// The Python tests run with (local sandbox): an interpreter or a virtualenv directory.
+    /// Default: `[sandbox] python` in reproagent.toml, else VIRTUAL_ENV, else the
+    /// repository's .venv/venv/env/.tox env, else poetry/pipenv/uv/hatch/conda's, else the system's.
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<std::path::PathBuf>,
+    /// Docker: the directory the image keeps the repository in (e.g. /testbed); the copy is
+    /// uploaded over it and every command runs there.
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<String>,
+    /// Docker: a shell line every command runs after, in bash (e.g. `source
+    /// /opt/miniconda3/bin/activate && conda activate testbed`).
+    #[arg(long, value_name = "LINE")]
+    pub activate: Option<String>,
+}
+
+impl EnvFlags {
+    pub fn options(&self) -> crate::sandbox::env::EnvOptions {
+        crate::sandbox::env::EnvOptions { python: self.python.clone(), workdir: self.workdir.clone(), activate: self.activate.clone() }
+    }
+
+    /// Resolve the environment for `repo` once, and say it (on stderr).
+    pub fn resolve(&self, repo: &std::path::Path) -> anyhow::Result<std::sync::Arc<crate::sandbox::env::Environment>> {
+        let e = crate::sandbox::env::resolve(repo, &self.options()).map_err(|e| with_hint(e.to_string(), e.hint()))?;
+        eprintln!("{}", e.summary());
+        Ok(std::sync::Arc::new(e))
+    }
+}
+
 /// An error message with its hint, as one line: `what went wrong (hint: what to do)`.
 pub(crate) fn with_hint(msg: String, hint: Option<&str>) -> anyhow::Error {
     match hint {

@@ -42,6 +42,8 @@ pub struct ReproduceArgs {
     /// Docker image (default: the one `sandbox prepare` recorded for the repository).
     #[arg(long)]
     pub image: Option<String>,
+    #[command(flatten)]
+    pub env: super::EnvFlags,
     /// Put the test into the repository at the planned path when it reproduces the issue.
     #[arg(long)]
     pub write: bool,
@@ -77,6 +79,11 @@ fn run_request(args: &ReproduceArgs) -> anyhow::Result<i32> {
         SandboxChoice::Docker => Choice::Docker,
         SandboxChoice::Local => Choice::Local,
     };
+    if !args.repo.is_dir() {
+        return Err(super::with_hint(format!("{} is not a directory", args.repo.display()), Some("pass the repository root with -C")));
+    }
+    // Once per run, said before it starts; a bad --python stops here.
+    let environment = args.env.resolve(&args.repo)?;
     let req = Request {
         root: args.repo.clone(),
         issue_file: args.issue.clone(),
@@ -86,6 +93,8 @@ fn run_request(args: &ReproduceArgs) -> anyhow::Result<i32> {
         write: args.write,
         timeout_secs: args.timeout,
         resume: if args.model == "none" { None } else { resume_dir(args)? },
+        env: args.env.options(),
+        environment: Some(environment),
     };
     if args.model != "none" {
         let model = build_model(args)?;

@@ -21,9 +21,10 @@ pub struct SandboxArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum SandboxCommand {
-    /// Build an environment image for a repository: the base image plus the install
-    /// steps its manifests call for, tagged by a hash of the manifests and reused until
-    /// they change. Prints what it ran.
+    /// Build an environment image for a repository: its Dockerfile when it has one (the
+    /// FROM image must be present: nothing is pulled), else the base image plus the
+    /// install steps its manifests call for; tagged by a hash of the manifests and reused
+    /// until they change. Prints what it ran.
     Prepare(PrepareArgs),
     /// Run one command in the sandbox (a copy of the repository; the user's tree is not touched).
     Exec(ExecArgs),
@@ -64,6 +65,8 @@ pub struct ExecArgs {
     /// Memory limit in MiB.
     #[arg(long, default_value_t = 2048)]
     pub memory_mb: u64,
+    #[command(flatten)]
+    pub env: super::EnvFlags,
     /// Session id for the container label (tests use it to find their container).
     #[arg(long, hide = true)]
     pub session: Option<String>,
@@ -127,13 +130,14 @@ async fn exec(args: ExecArgs, json: bool) -> anyhow::Result<()> {
         SandboxChoice::Local => Choice::Local,
     };
     let image = args.image.or_else(|| image::recorded_image(&repo)).unwrap_or_else(|| "reproagent-env:none".into());
-    let mut config = SandboxConfig::new(&repo, image);
+    let environment = args.env.resolve(&repo)?;
+    let mut config = SandboxConfig::new(&repo, image).with_env(Some(environment), &args.env.options());
     config.limits.memory_bytes = args.memory_mb << 20;
     if let Some(s) = args.session {
         config.session = s;
     }
     // Refuse before anything starts, with the reason.
-    if let Err(r) = policy::check_argv(&args.cmd, docker::WORKDIR) {
+    if let Err(r) = policy::check_argv(&args.cmd, args.env.workdir.as_deref().unwrap_or(docker::WORKDIR)) {
         bail!("refused: {} (hint: rule `{}`; the sandbox runs tests offline inside the repository copy)", r.reason, r.rule);
     }
     let opened = sandbox::open(choice, config).await.context("opening the sandbox")?;

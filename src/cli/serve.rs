@@ -25,6 +25,8 @@ pub struct ServeArgs {
     /// Docker image for the sandbox (default: the one `sandbox prepare` recorded).
     #[arg(long)]
     pub image: Option<String>,
+    #[command(flatten)]
+    pub env: super::EnvFlags,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -45,9 +47,10 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
     };
     let repo = ctx.root().to_path_buf();
     let image = a.image.or_else(|| image::recorded_image(&repo)).unwrap_or_else(|| "reproagent-env:none".into());
+    let environment = a.env.resolve(&repo)?;
     let rt = mcp::runtime()?;
     let opened = rt
-        .block_on(sandbox::open(choice, SandboxConfig::new(&repo, image)))
+        .block_on(sandbox::open(choice, SandboxConfig::new(&repo, image).with_env(Some(environment), &a.env.options())))
         .map_err(|e| anyhow::anyhow!("{e}"))
         .context("opening the sandbox")?;
     eprintln!("reproagent serve: sandbox {}", opened.reason);

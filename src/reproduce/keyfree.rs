@@ -11,7 +11,7 @@ use crate::lang::Lang;
 use crate::localize::{self, IssueFacts};
 use crate::sandbox::runners::{TestResult, TestStatus};
 use crate::sandbox::tools::{run_test, RunTestArgs};
-use crate::sandbox::{self, SandboxConfig};
+use crate::sandbox;
 use crate::search::SearchIndex;
 use crate::store;
 
@@ -144,6 +144,7 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
         issue_file: req.issue_file.display().to_string(),
         model: "none".into(),
         sandbox: String::new(),
+        environment: None,
         reproagent_version: env!("CARGO_PKG_VERSION").into(),
         stages: Vec::new(),
         model_calls: 0,
@@ -266,8 +267,15 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
 
     // Stage 4: run it in the sandbox and review the result.
     run.begin("generation");
-    let image = req.image.clone().or_else(|| sandbox::image::recorded_image(&req.root)).unwrap_or_else(|| "reproagent-env:none".into());
-    let config = SandboxConfig::new(&req.root, image);
+    let environment = match req.environment() {
+        Ok(e) => e,
+        Err(e) => {
+            let o = Outcome { status: Status::Error, ..not_reproduced(&run, e.to_string()) };
+            return finish(&mut run, &mut record, o, Some(&loc_art), Some(&cause), Some(&plan), None);
+        }
+    };
+    record.environment = Some((*environment).clone());
+    let config = req.sandbox_config(environment);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let result = rt.block_on(async {
         let opened = sandbox::open(req.sandbox, config).await?;

@@ -27,6 +27,8 @@ pub enum ReproduceError {
     Localize(#[from] crate::localize::LocalizeError),
     #[error("sandbox: {0}")]
     Sandbox(#[from] crate::sandbox::SandboxError),
+    #[error("environment: {0}")]
+    Env(#[from] crate::sandbox::env::EnvError),
     #[error("run directory: {0}")]
     Io(#[from] std::io::Error),
     #[error("{0}")]
@@ -39,6 +41,7 @@ impl ReproduceError {
             ReproduceError::Store(e) => e.hint(),
             ReproduceError::Localize(e) => e.hint(),
             ReproduceError::Sandbox(_) => Some("`reproagent sandbox exec -- true` checks the sandbox on its own"),
+            ReproduceError::Env(e) => e.hint(),
             _ => None,
         }
     }
@@ -60,6 +63,31 @@ pub struct Request {
     /// changed, generation's only after a verdict (model pipeline only; the key-free mode
     /// is cheap to re-run).
     pub resume: Option<PathBuf>,
+    /// `--python`, and Docker's `--workdir` and `--activate`.
+    pub env: crate::sandbox::env::EnvOptions,
+    /// The environment, when the caller resolved it (the CLI does, to say it before the
+    /// run); else the run resolves it from `env`.
+    pub environment: Option<std::sync::Arc<crate::sandbox::env::Environment>>,
+}
+
+impl Request {
+    /// The run's environment: the one given, else resolved now (once per run).
+    pub fn environment(&self) -> Result<std::sync::Arc<crate::sandbox::env::Environment>, ReproduceError> {
+        match &self.environment {
+            Some(e) => Ok(e.clone()),
+            None => Ok(std::sync::Arc::new(crate::sandbox::env::resolve(&self.root, &self.env)?)),
+        }
+    }
+
+    /// The sandbox's configuration: the image, the environment, Docker's placement.
+    pub fn sandbox_config(&self, environment: std::sync::Arc<crate::sandbox::env::Environment>) -> crate::sandbox::SandboxConfig {
+        let image = self
+            .image
+            .clone()
+            .or_else(|| crate::sandbox::image::recorded_image(&self.root))
+            .unwrap_or_else(|| "reproagent-env:none".into());
+        crate::sandbox::SandboxConfig::new(&self.root, image).with_env(Some(environment), &self.env)
+    }
 }
 
 /// Stage 1: where the fault may be.
@@ -218,6 +246,9 @@ pub struct RunRecord {
     pub issue_file: String,
     pub model: String,
     pub sandbox: String,
+    /// The environment tests ran in, and why it was chosen.
+    #[serde(default)]
+    pub environment: Option<crate::sandbox::env::Environment>,
     pub reproagent_version: String,
     pub stages: Vec<StageTime>,
     pub model_calls: u32,

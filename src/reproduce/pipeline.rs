@@ -31,7 +31,7 @@ use super::*;
 use crate::model::{excerpt, ChatModel, ChatRequest, Message, ModelInfo, ToolSpec};
 use crate::sandbox::runners::{self, Framework, TestResult};
 use crate::sandbox::tools::{run_test, RunTestArgs};
-use crate::sandbox::{self, Sandbox, SandboxConfig};
+use crate::sandbox::{self, Sandbox};
 use crate::tools::{self, ToolContext};
 
 const LOCALIZATION: &str = include_str!("prompts/localization.md");
@@ -50,6 +50,9 @@ pub struct PipelineRecord {
     pub mode: String,
     pub model: ModelInfo,
     pub sandbox: String,
+    /// The environment tests ran in, and why it was chosen.
+    #[serde(default)]
+    pub environment: Option<crate::sandbox::env::Environment>,
     pub reproagent_version: String,
     pub stages: Vec<StageTime>,
     pub wall_seconds: f64,
@@ -393,9 +396,10 @@ pub fn run(req: &Request, model: &dyn ChatModel) -> Result<Outcome, ReproduceErr
     let mut trace = Trace::default();
     let mut made = Made::default();
     let mut sandbox_reason = String::new();
+    let mut environment = None;
 
     let mut resume = Resume::open(req.resume.as_deref());
-    let result = stages(req, model, &mut run, &mut trace, &mut made, &mut sandbox_reason, &mut resume);
+    let result = stages(req, model, &mut run, &mut trace, &mut made, (&mut sandbox_reason, &mut environment), &mut resume);
 
     let mut o = match result {
         Ok(o) => o,
@@ -425,6 +429,7 @@ pub fn run(req: &Request, model: &dyn ChatModel) -> Result<Outcome, ReproduceErr
         mode: "pipeline".into(),
         model: model.describe(),
         sandbox: sandbox_reason,
+        environment,
         reproagent_version: env!("CARGO_PKG_VERSION").into(),
         stages: run.stages.clone(),
         wall_seconds: started.elapsed().as_secs_f64(),
@@ -504,7 +509,7 @@ fn stages(
     run: &mut RunDir,
     trace: &mut Trace,
     made: &mut Made,
-    sandbox_reason: &mut String,
+    (sandbox_reason, environment): (&mut String, &mut Option<crate::sandbox::env::Environment>),
     resume: &mut Resume,
 ) -> Result<Outcome, Box<Outcome>> {
     let words = req.issue_text.split_whitespace().filter(|w| w.chars().any(char::is_alphabetic)).count();
@@ -573,7 +578,13 @@ fn stages(
     let gen_user = format!(
         "{issue}\n## Suspicious locations (from localization)\n\n```json\n{loc_json}\n```\n\n## Root cause (from root-cause analysis)\n\n```json\n{cause_json}\n```\n\n## Test plan\n\n```json\n{plan_json}\n```\n"
     );
-    let gen_key = Resume::key(&["generation", &gen_system, &gen_user, REVIEW, &model_name, &tree]);
+    // The environment the test ran in is part of its verdict: another Python, another run.
+    let env_part = req
+        .environment
+        .as_ref()
+        .map(|e| format!("{}|{}|{:?}|{:?}", e.python.interpreter.display(), e.python.version.as_deref().unwrap_or(""), req.env.workdir, req.env.activate))
+        .unwrap_or_default();
+    let gen_key = Resume::key(&["generation", &gen_system, &gen_user, REVIEW, &model_name, &tree, &env_part]);
     if let Some((generation, old)) = resume.reuse_generation(&gen_key) {
         resume.inputs.insert("generation".into(), gen_key);
         run.write("inputs.json", &resume.inputs).map_err(|e| io(run, e))?;
@@ -592,9 +603,10 @@ fn stages(
         .enable_all()
         .build()
         .map_err(|e| stop(run, Status::Error, format!("the async runtime: {e}")))?;
-    let image = req.image.clone().or_else(|| sandbox::image::recorded_image(&req.root)).unwrap_or_else(|| "reproagent-env:none".into());
+    let env = req.environment().map_err(|e| stop(run, Status::Error, e.to_string()))?;
+    *environment = Some((*env).clone());
     let opened = rt
-        .block_on(sandbox::open(req.sandbox, SandboxConfig::new(&req.root, image)))
+        .block_on(sandbox::open(req.sandbox, req.sandbox_config(env)))
         .map_err(|e| stop(run, Status::Error, format!("the sandbox failed to open: {e}")))?;
     *sandbox_reason = opened.reason.clone();
     let sb: Arc<dyn Sandbox> = Arc::from(opened.sandbox);

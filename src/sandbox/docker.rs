@@ -51,6 +51,10 @@ pub async fn connect() -> Result<Docker> {
 pub struct DockerSandbox {
     docker: Docker,
     id: String,
+    /// Where the repository copy is (and commands run): [`WORKDIR`] or the image's own.
+    workdir: String,
+    /// A shell line every command runs after, in bash.
+    activate: Option<String>,
     closed: AtomicBool,
     output_bytes: usize,
     /// The cgroup's OOM-kill count after the last command.
@@ -104,10 +108,18 @@ impl DockerSandbox {
     /// here on the sandbox owns the container: an error drops it, which removes it.
     pub async fn adopt(docker: Docker, id: String, config: &SandboxConfig) -> Result<Self> {
         let _interrupt = super::interrupt::register_container(&id);
-        let sb = DockerSandbox { docker, id, closed: AtomicBool::new(false), output_bytes: config.limits.output_bytes, oom_kills: AtomicU64::new(0), _interrupt };
+        let workdir = match &config.workdir {
+            Some(w) => check_workdir(w)?,
+            None => WORKDIR.to_string(),
+        };
+        let activate = config.activate.clone().filter(|a| !a.trim().is_empty());
+        let sb = DockerSandbox { docker, id, workdir, activate, closed: AtomicBool::new(false), output_bytes: config.limits.output_bytes, oom_kills: AtomicU64::new(0), _interrupt };
         sb.docker.start_container(&sb.id, None::<bollard::query_parameters::StartContainerOptions>).await?;
         let repo = config.repo.clone();
-        let archive = tokio::task::spawn_blocking(move || repo_archive(&repo))
+        let prefix = sb.workdir.clone();
+        // A host environment inside the repository (`.venv`) means nothing in the image.
+        let skip: Vec<std::path::PathBuf> = config.env.as_ref().and_then(|e| super::local::env_inside(&repo, e)).into_iter().collect();
+        let archive = tokio::task::spawn_blocking(move || repo_archive_at(&repo, &prefix, &skip))
             .await
             .map_err(|e| SandboxError::Other(format!("archiving the repository: {e}")))??;
         sb.upload("/", archive).await?;
@@ -172,11 +184,23 @@ impl DockerSandbox {
             return Err(SandboxError::Other("empty command".into()));
         }
         let cwd = match &req.cwd {
-            Some(c) => format!("{WORKDIR}/{}", check_rel(c)?.display()),
-            None => WORKDIR.to_string(),
+            Some(c) => format!("{}/{}", self.workdir, check_rel(c)?.display()),
+            None => self.workdir.clone(),
+        };
+        let cmd = match &self.activate {
+            None => req.argv.clone(),
+            Some(a) => {
+                // The activation step, then the command in the environment it made.
+                let script = format!(
+                    "{a}\nst=$?; if [ $st -ne 0 ]; then echo \"reproagent: the activation step failed (exit $st)\" >&2; exit 125; fi\nexec \"$@\""
+                );
+                let mut v = vec!["bash".to_string(), "-c".to_string(), script, "reproagent-activate".to_string()];
+                v.extend(req.argv.iter().cloned());
+                v
+            }
         };
         let config = ExecConfig {
-            cmd: Some(req.argv.clone()),
+            cmd: Some(cmd),
             working_dir: Some(cwd),
             env: Some(req.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
             attach_stdout: Some(true),
@@ -312,7 +336,7 @@ impl Sandbox for DockerSandbox {
         SandboxKind::Docker
     }
     fn workdir(&self) -> &str {
-        WORKDIR
+        &self.workdir
     }
     fn network_isolated(&self) -> bool {
         true
@@ -332,13 +356,13 @@ impl Sandbox for DockerSandbox {
             h.set_cksum();
             b.append_data(&mut h, rel, contents).map_err(|e| SandboxError::io("archiving the file", e))?;
             let archive = b.into_inner().map_err(|e| SandboxError::io("archiving the file", e))?;
-            self.upload(WORKDIR, archive).await
+            self.upload(&self.workdir, archive).await
         })
     }
     fn read_file<'a>(&'a self, rel: &'a str) -> BoxFuture<'a, Result<Vec<u8>>> {
         Box::pin(async move {
             self.check_open()?;
-            let path = format!("{WORKDIR}/{}", check_rel(rel)?.display());
+            let path = format!("{}/{}", self.workdir, check_rel(rel)?.display());
             let opts = DownloadFromContainerOptions { path };
             let mut stream = self.docker.download_from_container(&self.id, Some(opts));
             let mut archive = Vec::new();
@@ -363,15 +387,29 @@ impl Sandbox for DockerSandbox {
     }
 }
 
+/// A `--workdir`: absolute, normal, not `/` and not a system directory.
+fn check_workdir(w: &str) -> Result<String> {
+    let p = Path::new(w);
+    let normal = p.is_absolute() && p.components().skip(1).all(|c| matches!(c, std::path::Component::Normal(_)));
+    let top = p.components().nth(1).map(|c| c.as_os_str().to_string_lossy().into_owned()).unwrap_or_default();
+    if !normal || p.components().count() < 2 || ["bin", "dev", "etc", "lib", "lib64", "proc", "sbin", "sys", "usr"].contains(&top.as_str()) {
+        return Err(SandboxError::Other(format!(
+            "--workdir {w:?}: give the absolute directory the image keeps the repository in (e.g. /testbed), not a system directory"
+        )));
+    }
+    Ok(w.trim_end_matches('/').to_string())
+}
+
 fn now_secs() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
-/// A tar of the repository under `sandbox/repo/`, symlinks kept as links.
-pub(crate) fn repo_archive(repo: &Path) -> Result<Vec<u8>> {
+/// A tar of the repository (but `skip`) under `dir` (absolute), to upload at `/`; the
+/// directories leading to it are entries too, so it extracts over an existing one.
+pub(crate) fn repo_archive_at(repo: &Path, dir: &str, skip: &[std::path::PathBuf]) -> Result<Vec<u8>> {
     let mut b = tar::Builder::new(Vec::new());
     b.follow_symlinks(false);
-    let prefix = Path::new(WORKDIR.trim_start_matches('/'));
+    let prefix = Path::new(dir.trim_start_matches('/'));
     let io = |e| SandboxError::io("archiving the repository", e);
     let mut h = tar::Header::new_gnu();
     h.set_entry_type(tar::EntryType::Directory);
@@ -379,9 +417,12 @@ pub(crate) fn repo_archive(repo: &Path) -> Result<Vec<u8>> {
     h.set_mtime(now_secs());
     h.set_size(0);
     h.set_cksum();
-    b.append_data(&mut h.clone(), "sandbox", std::io::empty()).map_err(io)?;
-    b.append_data(&mut h, prefix, std::io::empty()).map_err(io)?;
-    for rel in super::local::repo_entries(repo)? {
+    let mut lead = std::path::PathBuf::new();
+    for c in prefix.components() {
+        lead.push(c);
+        b.append_data(&mut h.clone(), &lead, std::io::empty()).map_err(io)?;
+    }
+    for rel in super::local::repo_entries_except(repo, skip)? {
         b.append_path_with_name(repo.join(&rel), prefix.join(&rel)).map_err(io)?;
     }
     b.into_inner().map_err(io)

@@ -53,7 +53,7 @@ pub struct StepRun {
 }
 
 const MANIFESTS: &[&str] = &[
-    "pyproject.toml", "setup.py", "setup.cfg", "requirements.txt", "requirements-dev.txt", "requirements-test.txt",
+    "Dockerfile", "pyproject.toml", "setup.py", "setup.cfg", "requirements.txt", "requirements-dev.txt", "requirements-test.txt",
     "package.json", "package-lock.json", "npm-shrinkwrap.json", "pom.xml", "build.gradle", "build.gradle.kts",
 ];
 
@@ -107,8 +107,13 @@ pub fn recorded_image(repo: &Path) -> Option<String> {
 }
 
 /// Build (or reuse) the environment image. `on_step` is told each step before it runs.
+/// A repository with a `Dockerfile` is built from it (its `FROM` must be present
+/// locally: nothing is pulled), and `base_image` is not used.
 pub async fn prepare(repo: &Path, base_image: &str, mut on_step: impl FnMut(&Step)) -> Result<Prepared> {
     let d = docker::connect().await?;
+    if repo.join("Dockerfile").is_file() {
+        return build_dockerfile(&d, repo, &mut on_step).await;
+    }
     let base = d.inspect_image(base_image).await.map_err(|_| SandboxError::ImageMissing {
         image: base_image.to_string(),
         hint: format!("it is not present locally: `docker pull {base_image}` first, or pass --base-image"),
@@ -189,4 +194,95 @@ async fn open_networked(d: &bollard::Docker, config: SandboxConfig) -> Result<do
             Err(e)
         }
     }
+}
+
+/// `prepare` for a repository with a `Dockerfile`: `docker build` of the repository with
+/// it, tagged by a hash of the Dockerfile and the manifests, reused until they change.
+/// The base image is never pulled; the build has the default network (its `RUN` steps
+/// may install packages), every test run in the image has none.
+async fn build_dockerfile(d: &bollard::Docker, repo: &Path, on_step: &mut impl FnMut(&Step)) -> Result<Prepared> {
+    use futures_util::StreamExt;
+    let dockerfile = std::fs::read(repo.join("Dockerfile")).map_err(|e| SandboxError::io("reading the Dockerfile", e))?;
+    let text = String::from_utf8_lossy(&dockerfile).into_owned();
+    let base = text
+        .lines()
+        .map(str::trim)
+        .find_map(|l| l.strip_prefix("FROM ").or_else(|| l.strip_prefix("from ")))
+        .and_then(|rest| rest.split_whitespace().find(|w| !w.starts_with("--")))
+        .unwrap_or("")
+        .to_string();
+    let mut h = blake3::Hasher::new();
+    h.update(b"Dockerfile\0");
+    h.update(&dockerfile);
+    let tag = tag_for(repo, &h.finalize().to_hex());
+    let record = |tag: &str| -> Result<()> {
+        let p: PathBuf = repo.join(IMAGE_RECORD);
+        if let Some(dir) = p.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| SandboxError::io("creating .reproagent/", e))?;
+        }
+        std::fs::write(&p, format!("{tag}\n")).map_err(|e| SandboxError::io("recording the image", e))
+    };
+    if d.inspect_image(&tag).await.is_ok() {
+        record(&tag)?;
+        return Ok(Prepared { image: tag, base_image: base, reused: true, steps: Vec::new() });
+    }
+    if !base.is_empty() && !base.contains('$') && base != "scratch" && d.inspect_image(&base).await.is_err() {
+        return Err(SandboxError::ImageMissing {
+            image: base.clone(),
+            hint: format!("the Dockerfile starts FROM it and prepare never pulls: `docker pull {base}` first"),
+        });
+    }
+    let step = Step { because: "Dockerfile".into(), command: format!("docker build -t {tag} (FROM {base})"), network: true };
+    on_step(&step);
+    let started = std::time::Instant::now();
+    let context = {
+        let repo = repo.to_path_buf();
+        tokio::task::spawn_blocking(move || -> Result<Vec<u8>> {
+            let mut b = tar::Builder::new(Vec::new());
+            b.follow_symlinks(false);
+            let io = |e| SandboxError::io("archiving the build context", e);
+            for rel in super::local::repo_entries_except(&repo, &[])? {
+                b.append_path_with_name(repo.join(&rel), &rel).map_err(io)?;
+            }
+            b.into_inner().map_err(io)
+        })
+        .await
+        .map_err(|e| SandboxError::Other(format!("archiving the build context: {e}")))??
+    };
+    let (repo_name, tag_name) = tag.split_once(':').unwrap_or((ENV_REPO, "latest"));
+    let opts = bollard::query_parameters::BuildImageOptions {
+        dockerfile: "Dockerfile".into(),
+        t: Some(format!("{repo_name}:{tag_name}")),
+        rm: true,
+        forcerm: true,
+        labels: Some(HashMap::from([("reproagent.base".to_string(), base.clone())])),
+        ..Default::default()
+    };
+    let mut stream = d.build_image(opts, None, Some(bollard::body_full(context.into())));
+    let mut log = String::new();
+    let mut failure = None;
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(info) => {
+                if let Some(s) = info.stream {
+                    log.push_str(&s);
+                }
+                if let Some(e) = info.error_detail.and_then(|e| e.message).or(info.error) {
+                    failure = Some(e);
+                }
+            }
+            Err(e) => {
+                failure = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+    let tail = lines[lines.len().saturating_sub(20)..].join("\n");
+    if let Some(e) = failure {
+        return Err(SandboxError::Other(format!("building the Dockerfile failed: {e}\n{tail}")));
+    }
+    record(&tag)?;
+    let run = StepRun { step, exit_code: Some(0), duration_ms: started.elapsed().as_millis() as u64, tail };
+    Ok(Prepared { image: tag, base_image: base, reused: false, steps: vec![run] })
 }

@@ -19,8 +19,15 @@ use super::{
     SandboxConfig, SandboxError, SandboxKind,
 };
 
-/// PATH inside the local sandbox: the system's, never the user's shims or virtualenvs.
+/// The system's PATH, the tail of the local sandbox's: the environment resolved for the
+/// run ([`super::env`]) goes ahead of it, never the user's shims.
 pub const LOCAL_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The sandbox-private directory (beside the copy, not in it) holding the
+/// `sitecustomize.py` that keeps imports on the copy.
+const PYSITE: &str = "pysite";
+/// The sandbox-private directory holding `python3`/`python` shims for a bare interpreter.
+const PYBIN: &str = "pybin";
 
 pub struct LocalSandbox {
     dir: Mutex<Option<tempfile::TempDir>>,
@@ -29,6 +36,10 @@ pub struct LocalSandbox {
     repo_str: String,
     limits: Limits,
     netns: bool,
+    /// `PATH` and the variables every command gets (before the request's own).
+    path: String,
+    base_env: Vec<(String, String)>,
+    env: Option<std::sync::Arc<super::env::Environment>>,
     /// Deletes the copy on Ctrl-C, whatever the owner is doing then.
     _interrupt: super::interrupt::Registration,
 }
@@ -43,12 +54,26 @@ impl LocalSandbox {
         let root = dir.path().to_path_buf();
         let _interrupt = super::interrupt::register_dir(&root);
         let repo = root.join("repo");
-        for sub in ["home", "tmp"] {
+        for sub in ["home", "tmp", PYSITE] {
             std::fs::create_dir_all(root.join(sub)).map_err(|e| SandboxError::io("creating the sandbox home", e))?;
         }
-        copy_tree(&config.repo, &repo)?;
+        // An environment that lives in the repository (`.venv`) is used where it is, not copied.
+        let skip: Vec<PathBuf> = config.env.as_ref().and_then(|e| env_inside(&config.repo, e)).into_iter().collect();
+        copy_tree_except(&config.repo, &repo, &skip)?;
         let repo_str = repo.to_string_lossy().into_owned();
-        let mut sb = LocalSandbox { dir: Mutex::new(Some(dir)), root, repo, repo_str, limits: config.limits, netns: true, _interrupt };
+        let (path, base_env) = environment(&root, &repo, &config.repo, config.env.as_deref())?;
+        let mut sb = LocalSandbox {
+            dir: Mutex::new(Some(dir)),
+            root,
+            repo,
+            repo_str,
+            limits: config.limits,
+            netns: true,
+            path,
+            base_env,
+            env: config.env,
+            _interrupt,
+        };
         sb.netns = sb.probe_netns();
         Ok(sb)
     }
@@ -83,15 +108,26 @@ impl LocalSandbox {
             Some(c) => self.repo.join(check_rel(c)?),
             None => self.repo.clone(),
         };
-        let mut cmd = tokio::process::Command::new(prog);
+        // The request's PYTHONPATH goes ahead of ours; its other variables replace ours.
+        let mut env: Vec<(String, String)> = self.base_env.clone();
+        for (k, v) in &req.env {
+            match env.iter_mut().find(|(ek, _)| ek == k) {
+                Some(slot) if k == "PYTHONPATH" => slot.1 = format!("{v}:{}", slot.1),
+                Some(slot) => slot.1 = v.clone(),
+                None => env.push((k.clone(), v.clone())),
+            }
+        }
+        // A program named without a directory is looked up on the sandbox's PATH.
+        let prog: PathBuf = if prog.contains('/') { PathBuf::from(prog) } else { which(&self.path, prog).unwrap_or_else(|| PathBuf::from(prog)) };
+        let mut cmd = tokio::process::Command::new(&prog);
         cmd.args(args)
             .current_dir(&cwd)
             .env_clear()
-            .env("PATH", LOCAL_PATH)
+            .env("PATH", &self.path)
             .env("HOME", self.root.join("home"))
             .env("TMPDIR", self.root.join("tmp"))
             .env("LANG", "C.UTF-8")
-            .envs(req.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -105,7 +141,7 @@ impl LocalSandbox {
             cmd.pre_exec(move || child_setup(mem, pids, cpu_secs, netns));
         }
         let start = Instant::now();
-        let mut child = cmd.spawn().map_err(|e| SandboxError::io(format!("running {prog}"), e))?;
+        let mut child = cmd.spawn().map_err(|e| SandboxError::io(format!("running {}", prog.display()), e))?;
         let pgid = child.id().map(|p| p as i32);
         // Kills the group on every exit path, a dropped future (Ctrl-C) included; the
         // registration kills it on Ctrl-C while the owner is blocked elsewhere.
@@ -235,6 +271,9 @@ impl Sandbox for LocalSandbox {
     fn network_isolated(&self) -> bool {
         self.netns
     }
+    fn environment(&self) -> Option<&super::env::Environment> {
+        self.env.as_deref()
+    }
     fn exec<'a>(&'a self, req: &'a ExecRequest) -> BoxFuture<'a, Result<ExecOutput>> {
         Box::pin(self.run(req))
     }
@@ -270,9 +309,10 @@ impl Sandbox for LocalSandbox {
     }
 }
 
-/// The repository's files, relative and sorted, skipping our own `.reproagent/` state.
-pub(crate) fn repo_entries(root: &Path) -> Result<Vec<PathBuf>> {
-    fn walk(root: &Path, rel: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+/// The repository's files, relative and sorted, skipping our own `.reproagent/` state
+/// and the trees in `skip` (relative paths).
+pub(crate) fn repo_entries_except(root: &Path, skip: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    fn walk(root: &Path, rel: &Path, skip: &[PathBuf], out: &mut Vec<PathBuf>) -> Result<()> {
         let dir = root.join(rel);
         let rd = std::fs::read_dir(&dir).map_err(|e| SandboxError::io(format!("reading {}", dir.display()), e))?;
         let mut names: Vec<_> = rd.filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
@@ -282,25 +322,28 @@ pub(crate) fn repo_entries(root: &Path) -> Result<Vec<PathBuf>> {
                 continue;
             }
             let r = rel.join(&name);
+            if skip.contains(&r) {
+                continue;
+            }
             let ft = std::fs::symlink_metadata(root.join(&r))
                 .map_err(|e| SandboxError::io(format!("reading {}", r.display()), e))?
                 .file_type();
             out.push(r.clone());
             if ft.is_dir() {
-                walk(root, &r, out)?;
+                walk(root, &r, skip, out)?;
             }
         }
         Ok(())
     }
     let mut out = Vec::new();
-    walk(root, Path::new(""), &mut out)?;
+    walk(root, Path::new(""), skip, &mut out)?;
     Ok(out)
 }
 
-/// Copy a tree, keeping symlinks as symlinks (never following them out of the repo).
-fn copy_tree(src: &Path, dst: &Path) -> Result<()> {
+/// Copy a tree but `skip`, keeping symlinks as symlinks (never following them out of the repo).
+fn copy_tree_except(src: &Path, dst: &Path, skip: &[PathBuf]) -> Result<()> {
     std::fs::create_dir_all(dst).map_err(|e| SandboxError::io("creating the repository copy", e))?;
-    for rel in repo_entries(src)? {
+    for rel in repo_entries_except(src, skip)? {
         let (from, to) = (src.join(&rel), dst.join(&rel));
         let meta = std::fs::symlink_metadata(&from).map_err(|e| SandboxError::io(format!("reading {}", rel.display()), e))?;
         let res = if meta.is_dir() {
@@ -315,4 +358,173 @@ fn copy_tree(src: &Path, dst: &Path) -> Result<()> {
         res.map_err(|e| SandboxError::io(format!("copying {}", rel.display()), e))?;
     }
     Ok(())
+}
+
+/// The environment's directory relative to the repository, when it lives inside it.
+pub(crate) fn env_inside(repo: &Path, env: &super::env::Environment) -> Option<PathBuf> {
+    let prefix = env.python.prefix.as_ref()?;
+    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let rel = canon(prefix).strip_prefix(canon(repo)).ok()?.to_path_buf();
+    (!rel.as_os_str().is_empty()).then_some(rel)
+}
+
+/// The first executable called `name` on `path`.
+fn which(path: &str, name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    path.split(':').map(|d| Path::new(d).join(name)).find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+}
+
+/// `PATH` and the variables of every command: the environment's directories ahead of
+/// the system's, `VIRTUAL_ENV`/`CONDA_PREFIX`, and `PYTHONPATH` = the sandbox-private
+/// `sitecustomize` directory, the copy's root and its `src/`.
+fn environment(root: &Path, copy: &Path, user_tree: &Path, env: Option<&super::env::Environment>) -> Result<(String, Vec<(String, String)>)> {
+    use super::env::PythonKind;
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    let mut vars: Vec<(String, String)> = Vec::new();
+    if let Some(e) = env {
+        let py = &e.python;
+        if py.kind == PythonKind::Interpreter {
+            // A bare interpreter has no `python3` beside it for sure: shims that run it.
+            let bin = root.join(PYBIN);
+            std::fs::create_dir_all(&bin).map_err(|e| SandboxError::io("creating the python shims", e))?;
+            let script = format!("#!/bin/sh\nexec '{}' \"$@\"\n", py.interpreter.display().to_string().replace('\'', r"'\''"));
+            for name in ["python3", "python"] {
+                let p = bin.join(name);
+                std::fs::write(&p, &script).map_err(|e| SandboxError::io("writing a python shim", e))?;
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).map_err(|e| SandboxError::io("writing a python shim", e))?;
+            }
+            dirs.push(bin);
+        }
+        if let Some(b) = py.bin_dir() {
+            dirs.push(b);
+        }
+        match (py.kind, &py.prefix) {
+            (PythonKind::Venv, Some(p)) => vars.push(("VIRTUAL_ENV".into(), p.display().to_string())),
+            (PythonKind::Conda, Some(p)) => vars.push(("CONDA_PREFIX".into(), p.display().to_string())),
+            _ => {}
+        }
+        if py.kind != PythonKind::System {
+            // The user's environment is not ours to write bytecode into.
+            vars.push(("PYTHONDONTWRITEBYTECODE".into(), "1".into()));
+        }
+    }
+    let nm = copy.join("node_modules/.bin");
+    if nm.is_dir() {
+        dirs.push(nm);
+    }
+    if let Some(e) = env {
+        if let Some(b) = &e.node.bin_dir {
+            dirs.push(b.clone());
+        }
+        if let Some(j) = &e.java.java_home {
+            dirs.push(j.join("bin"));
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let mut path: Vec<String> = dirs
+        .into_iter()
+        .map(|d| d.display().to_string())
+        .filter(|d| !super::env::SYSTEM_DIRS.contains(&d.as_str()) && seen.insert(d.clone()))
+        .collect();
+    path.push(LOCAL_PATH.to_string());
+
+    let site = root.join(PYSITE);
+    let mut users = vec![user_tree.display().to_string()];
+    if let Ok(c) = user_tree.canonicalize() {
+        users.push(c.display().to_string());
+    }
+    std::fs::write(site.join("sitecustomize.py"), sitecustomize(&users, &copy.display().to_string()))
+        .map_err(|e| SandboxError::io("writing the sandbox's sitecustomize.py", e))?;
+    let mut pythonpath = vec![site.display().to_string(), copy.display().to_string()];
+    if copy.join("src").is_dir() {
+        pythonpath.push(copy.join("src").display().to_string());
+    }
+    vars.push(("PYTHONPATH".into(), pythonpath.join(":")));
+    Ok((path.join(":"), vars))
+}
+
+/// The `sitecustomize.py` of the sandbox: `sys.path` entries and the editable-install
+/// finders' mappings (setuptools' `__editable__` finders) that point into the user's
+/// tree, or name a package the copy has, are turned to the copy; then the next
+/// `sitecustomize` on the path (the interpreter's own) runs as it would have.
+fn sitecustomize(users: &[String], copy: &str) -> String {
+    let users = serde_json::to_string(users).unwrap_or_else(|_| "[]".into());
+    let copy = serde_json::to_string(copy).unwrap_or_else(|_| "\"\"".into());
+    format!(
+        r#"# Written by reproagent: tests import the sandbox's copy of the repository, never the user's tree.
+import os, sys
+
+_USERS = [os.path.normpath(p) for p in {users}]
+_COPY = os.path.normpath({copy})
+_SELF = os.path.dirname(_COPY)
+_KEEP = set(os.path.realpath(p) for p in (sys.prefix, sys.exec_prefix, getattr(sys, "base_prefix", sys.prefix)))
+
+
+def _under(p, root):
+    return p == root or p.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _to_copy(p):
+    if not isinstance(p, str) or not p:
+        return p
+    n = os.path.normpath(p)
+    if _under(n, _SELF):
+        return p
+    if any(_under(n, k) or _under(os.path.realpath(n), k) for k in _KEEP):
+        return p
+    for u in _USERS:
+        if _under(n, u):
+            return _COPY + n[len(u):]
+    return p
+
+
+def _in_copy(name):
+    for base in (_COPY, os.path.join(_COPY, "src")):
+        d = os.path.join(base, *name.split("."))
+        if os.path.isdir(d) or os.path.isfile(d + ".py"):
+            return d if os.path.isdir(d) else d + ".py"
+    return None
+
+
+def _fix():
+    sys.path[:] = [_to_copy(p) for p in sys.path]
+    for name, mod in list(sys.modules.items()):
+        if not (name.startswith("__editable__") and name.endswith("_finder")):
+            continue
+        mapping = getattr(mod, "MAPPING", None)
+        if isinstance(mapping, dict):
+            for k in list(mapping):
+                moved = _to_copy(mapping[k])
+                if moved == mapping[k]:
+                    moved = _in_copy(k) or moved
+                mapping[k] = moved
+        ns = getattr(mod, "NAMESPACES", None)
+        if isinstance(ns, dict):
+            for k in list(ns):
+                ns[k] = [_to_copy(x) for x in ns[k]]
+    sys.path_importer_cache.clear()
+
+
+def _chain():
+    here = os.path.dirname(os.path.abspath(__file__))
+    rest = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    try:
+        from importlib.machinery import PathFinder
+        from importlib.util import module_from_spec
+    except ImportError:
+        return
+    spec = PathFinder.find_spec("sitecustomize", rest)
+    if spec is not None and spec.loader is not None:
+        mod = module_from_spec(spec)
+        spec.loader.exec_module(mod)
+
+
+_fix()
+try:
+    _chain()
+except Exception:
+    pass
+"#
+    )
 }

@@ -11,6 +11,7 @@
 //! [`interrupt`] tears down whatever is live on Ctrl-C.
 
 pub mod docker;
+pub mod env;
 pub mod image;
 pub mod interrupt;
 pub mod local;
@@ -120,11 +121,48 @@ pub struct SandboxConfig {
     pub limits: Limits,
     /// Label value identifying this sandbox's container (a fresh one by default).
     pub session: String,
+    /// The environment tests run in (local sandbox: the Python, Node and Java it puts
+    /// first on `PATH`); resolved once per run by [`env::resolve`]. None: the system's.
+    pub env: Option<std::sync::Arc<env::Environment>>,
+    /// Docker: where the image keeps the repository; the copy is uploaded over it and
+    /// every command runs there (default [`docker::WORKDIR`]).
+    pub workdir: Option<String>,
+    /// Docker: a shell line every command runs after (e.g. `source
+    /// /opt/miniconda3/bin/activate && conda activate testbed`), in bash.
+    pub activate: Option<String>,
 }
 
 impl SandboxConfig {
     pub fn new(repo: impl Into<PathBuf>, image: impl Into<String>) -> Self {
-        SandboxConfig { repo: repo.into(), image: image.into(), limits: Limits::default(), session: new_session_id() }
+        SandboxConfig {
+            repo: repo.into(),
+            image: image.into(),
+            limits: Limits::default(),
+            session: new_session_id(),
+            env: None,
+            workdir: None,
+            activate: None,
+        }
+    }
+
+    /// With the environment resolved for the run and the Docker placement options.
+    pub fn with_env(mut self, env: Option<std::sync::Arc<env::Environment>>, opts: &env::EnvOptions) -> Self {
+        self.env = env;
+        self.workdir = opts.workdir.clone();
+        self.activate = opts.activate.clone();
+        self
+    }
+
+    /// What the Docker sandbox does with the repository, for the reasons `open` gives.
+    fn placement(&self) -> String {
+        let mut s = String::new();
+        if let Some(w) = &self.workdir {
+            s.push_str(&format!(", repository over {w}"));
+        }
+        if let Some(a) = &self.activate {
+            s.push_str(&format!(", after `{a}`"));
+        }
+        s
     }
 }
 
@@ -212,6 +250,11 @@ pub trait Sandbox: Send + Sync {
     /// Tear the sandbox down (container removed, temp dir deleted). Dropping a sandbox
     /// also tears it down; this is the form that reports errors.
     fn close(&self) -> BoxFuture<'_, Result<()>>;
+    /// The environment commands run in, when the sandbox knows it (the local sandbox;
+    /// a Docker image is what it is).
+    fn environment(&self) -> Option<&env::Environment> {
+        None
+    }
 }
 
 /// Check a relative path stays inside the repository copy: no absolute paths, no `..`.
@@ -294,8 +337,9 @@ pub struct Opened {
 pub async fn open(choice: Choice, config: SandboxConfig) -> Result<Opened> {
     match choice {
         Choice::Docker => {
+            let placement = config.placement();
             let sb = docker::DockerSandbox::open(config).await?;
-            Ok(Opened { sandbox: Box::new(sb), reason: "docker (asked for)".into() })
+            Ok(Opened { sandbox: Box::new(sb), reason: format!("docker (asked for){placement}") })
         }
         Choice::Local => {
             let sb = local::LocalSandbox::open(config)?;
@@ -307,10 +351,11 @@ pub async fn open(choice: Choice, config: SandboxConfig) -> Result<Opened> {
                 Ok(d) => match d.inspect_image(&config.image).await {
                     Ok(_) => {
                         let image = config.image.clone();
+                        let placement = config.placement();
                         let sb = docker::DockerSandbox::open(config).await?;
                         return Ok(Opened {
                             sandbox: Box::new(sb),
-                            reason: format!("docker: the engine answers and image {image} is ready"),
+                            reason: format!("docker: the engine answers and image {image} is ready{placement}"),
                         });
                     }
                     Err(_) => format!("image {} is not built (run `reproagent sandbox prepare`)", config.image),

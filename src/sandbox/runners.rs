@@ -83,6 +83,10 @@ pub struct TestResult {
     pub failures: Vec<TestFailure>,
     /// For `errored`: what went wrong, in a line or a few.
     pub error: Option<String>,
+    /// What the run did differently from what was asked, and why (another runner,
+    /// because the environment lacks the asked one), with the fix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     pub output: ExecOutput,
 }
 
@@ -143,6 +147,65 @@ pub fn detect(repo: &Path, file: &str, content: &str) -> Option<Framework> {
         }
         _ => None,
     }
+}
+
+/// The runner for a Python test when the environment has no pytest: Django's
+/// `tests/runtests.py` for a test under `tests/` of a repository that has one, else
+/// unittest (never the system's pytest, which cannot import the environment's packages).
+pub fn without_pytest(repo: &Path, file: &str) -> Framework {
+    if file.starts_with("tests/") && repo.join("tests/runtests.py").is_file() {
+        Framework::Django
+    } else {
+        Framework::Unittest
+    }
+}
+
+/// The module-level `def test_*` functions unittest would not collect (pytest style).
+pub fn has_test_functions(content: &str) -> bool {
+    content.lines().any(|l| l.starts_with("def test") || l.starts_with("async def test"))
+}
+
+/// unittest over a pytest-style file, for an environment without pytest: the file's
+/// `TestCase`s as unittest loads them, plus each module-level `test*` function that
+/// takes no argument as a test of its own, reported in unittest's `-v` format.
+const UNITTEST_FUNCTIONS: &str = r#"import os, sys, inspect, unittest
+path = sys.argv[1]
+only = sys.argv[2] if len(sys.argv) > 2 else ""
+name = os.path.splitext(path)[0].replace(os.sep, ".")
+sys.path.insert(0, os.getcwd())
+loader = unittest.TestLoader()
+# The module first: an import error becomes a failed-import test, which reads as an error.
+suite = loader.loadTestsFromName(name)
+mod = sys.modules.get(name)
+
+
+class Function(unittest.FunctionTestCase):
+    def __str__(self):
+        return "%s (%s.%s)" % (self._testFunc.__name__, name, self._testFunc.__name__)
+
+    def id(self):
+        return "%s.%s" % (name, self._testFunc.__name__)
+
+
+def plain(f):
+    return inspect.isfunction(f) and f.__module__ == name and not inspect.signature(f).parameters
+
+
+if mod is not None and only:
+    target = getattr(mod, only, None)
+    suite = unittest.TestSuite([Function(target)]) if plain(target) else loader.loadTestsFromName(only, mod)
+elif mod is not None:
+    for key, f in list(vars(mod).items()):
+        if key.startswith("test") and plain(f):
+            suite.addTest(Function(f))
+result = unittest.TextTestRunner(verbosity=2).run(suite)
+sys.exit(0 if result.wasSuccessful() else 1)
+"#;
+
+/// The shell line running [`UNITTEST_FUNCTIONS`] over `file` (and `test` in it).
+pub fn unittest_functions_line(file: &str, test: Option<&str>) -> String {
+    let t = test.map(|t| format!(" {}", sh_quote(t))).unwrap_or_default();
+    format!("rm -rf {REPORT_DIR} && mkdir -p {REPORT_DIR} && python3 -c {} {}{t}", sh_quote(UNITTEST_FUNCTIONS), sh_quote(file))
 }
 
 /// Jars on the class path of JUnit runs, where Debian's junit4/junit5 packages put them;
@@ -270,7 +333,7 @@ fn is_setup_error(kind: Option<&str>) -> bool {
 
 /// Parse a run into a result. `report` is the framework's report file, if it wrote one.
 pub fn parse(framework: Framework, command: String, output: ExecOutput, report: Option<&[u8]>) -> TestResult {
-    let mut r = TestResult { status: TestStatus::Errored, framework, command, passed: 0, failed: 0, failures: Vec::new(), error: None, output };
+    let mut r = TestResult { status: TestStatus::Errored, framework, command, passed: 0, failed: 0, failures: Vec::new(), error: None, note: None, output };
     let parsed = match framework {
         Framework::Pytest | Framework::Junit4 | Framework::Junit5 => report.and_then(|x| parse_junit_xml(x, &mut r)),
         Framework::Jest | Framework::Vitest => report.and_then(|x| parse_jest_json(x, &mut r)),
@@ -536,7 +599,18 @@ fn parse_unittest(text: &str, r: &mut TestResult) -> Option<()> {
         let exc_at = block.iter().enumerate().skip(tb_start + 1).find(|(_, l)| !l.starts_with(' ') && !l.trim().is_empty() && !l.starts_with("----")).map(|(i, _)| i);
         let (kind, message) = match exc_at {
             Some(at) => {
-                let (k, first) = split_exception(block[at]);
+                let (mut k, mut first) = split_exception(block[at]);
+                // A bare `AssertionError` (an `assert` without a message) is a type too.
+                if k.is_none() && !first.contains(' ') && split_exception(&format!("{first}: x")).0.is_some() {
+                    // Its message is the statement that raised it, as the traceback shows it.
+                    let code = block[..at]
+                        .iter()
+                        .rev()
+                        .map(|l| l.trim())
+                        .find(|l| !l.is_empty() && !l.chars().all(|c| matches!(c, '^' | '~')) && !l.starts_with("File "))
+                        .unwrap_or("");
+                    (k, first) = (Some(first), code.to_string());
+                }
                 let more: Vec<&str> = block[at + 1..].iter().take_while(|l| !l.trim().is_empty() && !l.starts_with("----")).copied().collect();
                 (k, if more.is_empty() { first } else { format!("{first}\n{}", more.join("\n")) })
             }

@@ -91,7 +91,26 @@ pub async fn run_test(sb: &dyn Sandbox, repo: &Path, args: &RunTestArgs) -> Resu
     if let Some(t) = &args.command {
         policy::check_command(t, sb.workdir()).map_err(SandboxError::Refused)?;
     }
-    let line = runners::command_line(framework, &args.file, args.test.as_deref(), &content, args.command.as_deref());
+    // An environment without pytest: its own runner, and the fix, rather than the system's pytest.
+    let mut note = None;
+    let framework = match sb.environment().map(|e| &e.python) {
+        Some(py) if framework == Framework::Pytest && args.command.is_none() && py.pytest == Some(false) => {
+            let other = runners::without_pytest(repo, &args.file);
+            let name = if other == Framework::Django { "Django's tests/runtests.py" } else { "unittest" };
+            note = Some(format!(
+                "pytest is not installed in {}: ran with {name} instead (fix: `{}`)",
+                py.prefix.as_deref().unwrap_or(&py.interpreter).display(),
+                py.pytest_fix()
+            ));
+            other
+        }
+        _ => framework,
+    };
+    let line = if note.is_some() && framework == Framework::Unittest && runners::has_test_functions(&content) {
+        runners::unittest_functions_line(&args.file, args.test.as_deref())
+    } else {
+        runners::command_line(framework, &args.file, args.test.as_deref(), &content, args.command.as_deref())
+    };
     let req = ExecRequest::shell(&line)
         .timeout(Duration::from_secs(args.timeout_secs))
         .env("PYTHONDONTWRITEBYTECODE", "1")
@@ -104,5 +123,12 @@ pub async fn run_test(sb: &dyn Sandbox, repo: &Path, args: &RunTestArgs) -> Resu
         _ => None,
     };
     let _ = sb.exec(&ExecRequest::new(vec!["rm".into(), "-rf".into(), REPORT_DIR.into()])).await;
-    Ok(runners::parse(framework, line, output, report.as_deref()))
+    let mut result = runners::parse(framework, line, output, report.as_deref());
+    if let Some(n) = note {
+        if let Some(e) = result.error.as_mut() {
+            e.push_str(&format!("\n({n})"));
+        }
+        result.note = Some(n);
+    }
+    Ok(result)
 }

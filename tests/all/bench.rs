@@ -28,7 +28,7 @@ fn options(suite: &Path, out: &Path, sandbox: Choice) -> BenchOptions {
         suite: suite.to_path_buf(),
         out: out.to_path_buf(),
         jobs: 2,
-        scorer: Scorer { sandbox, image: Some("reproagent-test:bookworm".into()), timeout_secs: 120 },
+        scorer: Scorer { sandbox, image: Some("reproagent-test:bookworm".into()), timeout_secs: 120, env: Default::default() },
         verify: false,
         only: Vec::new(),
         model: ModelSource::None,

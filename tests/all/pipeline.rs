@@ -38,6 +38,8 @@ fn run_on(root: &Path, bug: &str, model: &dyn ChatModel) -> Outcome {
             write: false,
             timeout_secs: 120,
             resume: None,
+            env: Default::default(),
+            environment: None,
         },
         model,
     )
@@ -485,6 +487,8 @@ fn resume_reuses_the_stages_whose_inputs_did_not_change() {
                 write: false,
                 timeout_secs: 120,
                 resume: Some(Path::new(&first.run_dir).to_path_buf()),
+                env: Default::default(),
+                environment: None,
             },
             &model_at(&server.base_url()),
         )

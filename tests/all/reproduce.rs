@@ -23,6 +23,8 @@ fn reproduce_in(root: &Path, issue: &str, choice: Choice, image: Option<&str>, w
         write,
         timeout_secs: 120,
         resume: None,
+        env: Default::default(),
+        environment: None,
     })
     .unwrap()
 }
