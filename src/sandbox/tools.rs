@@ -67,7 +67,8 @@ pub struct RunTestArgs {
     /// pattern, a JUnit method.
     #[serde(default)]
     pub test: Option<String>,
-    /// Force a framework (`pytest`, `unittest`, `django`, `node-test`, `jest`, `vitest`, `junit4`, `junit5`).
+    /// Force a framework: one of `pytest`, `unittest`, `django` (Django's tests/runtests.py),
+    /// `django-manage` (`manage.py test`), `node-test`, `jest`, `vitest`, `junit4`, `junit5`.
     #[serde(default)]
     pub framework: Option<String>,
     /// A command template instead of the framework's (`{file}`, `{test}` substituted).
@@ -91,7 +92,7 @@ pub async fn run_test(sb: &dyn Sandbox, repo: &Path, args: &RunTestArgs) -> Resu
     if let Some(t) = &args.command {
         policy::check_command(t, sb.workdir()).map_err(SandboxError::Refused)?;
     }
-    let line = runners::command_line(framework, &args.file, args.test.as_deref(), &content, args.command.as_deref());
+    let line = runners::command_line(framework, &args.file, args.test.as_deref(), &content, args.command.as_deref(), &runners::Layout::of(repo));
     let req = ExecRequest::shell(&line)
         .timeout(Duration::from_secs(args.timeout_secs))
         .env("PYTHONDONTWRITEBYTECODE", "1")
