@@ -327,6 +327,10 @@ pub struct Layout {
     pub python_path: Vec<String>,
     /// pytest's own repository: it runs with its `src/_pytest` and the `pytester` plugin.
     pub pytest_itself: bool,
+    /// pytest's own repository without the `src/_pytest/_version.py` its build writes
+    /// (a git checkout): the version to write there in the sandbox's copy, the latest
+    /// `doc/en/announce/release-X.Y.Z` (pytest refuses to run without the module).
+    pub pytest_version: Option<String>,
 }
 
 impl Layout {
@@ -335,9 +339,21 @@ impl Layout {
         let src_layout = std::fs::read_dir(&src)
             .map(|rd| rd.flatten().any(|e| e.path().join("__init__.py").is_file()))
             .unwrap_or(false);
-        Layout {
-            python_path: if src_layout { vec!["src".into()] } else { Vec::new() },
-            pytest_itself: src.join("_pytest/__init__.py").is_file() && src.join("pytest").exists(),
+        let pytest_itself = src.join("_pytest/__init__.py").is_file() && src.join("pytest").exists();
+        let pytest_version = (pytest_itself && !src.join("_pytest/_version.py").exists()).then(|| latest_release(&repo.join("doc/en/announce")));
+        Layout { python_path: if src_layout { vec!["src".into()] } else { Vec::new() }, pytest_itself, pytest_version }
+    }
+
+    /// The shell that writes `src/_pytest/_version.py` when it is missing, or nothing.
+    fn prep(&self) -> String {
+        match &self.pytest_version {
+            Some(v) => {
+                let tuple = v.split('.').map(|p| if p.chars().all(|c| c.is_ascii_digit()) { p.to_string() } else { format!("{p:?}") }).collect::<Vec<_>>().join(", ");
+                // printf turns the `\n`s into newlines.
+                let module = format!("version = {v:?}\\n__version__ = version\\nversion_tuple = ({tuple},)\\n");
+                format!("{{ test -f src/_pytest/_version.py || printf {} > src/_pytest/_version.py; }} && ", sh_quote(&module))
+            }
+            None => String::new(),
         }
     }
 
@@ -349,6 +365,20 @@ impl Layout {
         }
         format!("PYTHONPATH={}${{PYTHONPATH:+:$PYTHONPATH}} ", dirs.join(":"))
     }
+}
+
+/// The highest `release-X.Y.Z` among the files of `dir` (pytest's announcements), else `0.0.0`.
+fn latest_release(dir: &Path) -> String {
+    let mut best: Option<(Vec<u64>, String)> = None;
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(v) = name.strip_prefix("release-").and_then(|n| n.strip_suffix(".rst")) else { continue };
+        let Ok(key) = v.split('.').map(str::parse::<u64>).collect::<Result<Vec<u64>, _>>() else { continue };
+        if best.as_ref().is_none_or(|(k, _)| key > *k) {
+            best = Some((key, v.to_string()));
+        }
+    }
+    best.map(|(_, v)| v).unwrap_or_else(|| "0.0.0".into())
 }
 
 /// The tests a Python file defines itself, as node-id parts: top-level `test*`
@@ -439,7 +469,7 @@ pub fn command_line(framework: Framework, file: &str, test: Option<&str>, conten
         Framework::Pytest => {
             let targets = joined(labels(file, "::", true), q);
             let plugins = if layout.pytest_itself { " -p pytester" } else { "" };
-            format!("{prep}{}python3 -m pytest -p no:cacheprovider{plugins} -q -rA --junitxml={REPORT_DIR}/junit.xml {targets}", layout.env(None))
+            format!("{prep}{}{}python3 -m pytest -p no:cacheprovider{plugins} -q -rA --junitxml={REPORT_DIR}/junit.xml {targets}", layout.prep(), layout.env(None))
         }
         Framework::Unittest => {
             let targets = match python_module(file) {

@@ -4,6 +4,7 @@ mod bench;
 mod bench_mine;
 mod cli;
 mod common;
+mod conventions;
 mod fixtures;
 mod index;
 mod interrupt;
