@@ -381,37 +381,81 @@ fn latest_release(dir: &Path) -> String {
     best.map(|(_, v)| v).unwrap_or_else(|| "0.0.0".into())
 }
 
-/// The tests a Python file defines itself, as node-id parts: top-level `test*`
-/// functions, and classes named `Test*` or holding `test*` methods or deriving from a
-/// `*TestCase`. Names a star import brings in (sympy's `test()`) are not among them.
-pub fn python_test_ids(code: &str, prefix: &str) -> (Vec<String>, Vec<String>) {
-    let mut functions = Vec::new();
-    let mut classes = Vec::new();
-    let lines: Vec<&str> = code.lines().collect();
+/// The tests a Python file defines itself, as node-id or label parts.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PythonTests {
+    /// Top-level functions named `test*`.
+    pub functions: Vec<String>,
+    /// Classes pytest collects: named `Test*`, or deriving from a `*TestCase` or from
+    /// such a class of the file.
+    pub pytest_classes: Vec<String>,
+    /// Classes unittest's loader takes by label: deriving from something named
+    /// `*TestCase`, `*Tests` or `*Test`, or from such a class of the file, or holding
+    /// `test*` methods with a base that is not `object` or a `*Mixin` (a mixin holding
+    /// test methods is not one).
+    pub case_classes: Vec<String>,
+}
+
+/// The tests a Python file defines itself. Names a star import brings in (sympy's
+/// `test()`) are not among them.
+pub fn python_test_ids(code: &str, prefix: &str) -> PythonTests {
+    let mut out = PythonTests::default();
     let name_of = |rest: &str| rest.split(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap_or("").to_string();
-    for (i, line) in lines.iter().enumerate() {
+    // (name, bases, holds test methods)
+    let mut classes: Vec<(String, Vec<String>, bool)> = Vec::new();
+    for line in code.lines() {
         if let Some(rest) = line.strip_prefix("def ").or_else(|| line.strip_prefix("async def ")) {
             let name = name_of(rest);
-            if name.starts_with(prefix) && !functions.contains(&name) {
-                functions.push(name);
+            if name.starts_with(prefix) && !out.functions.contains(&name) {
+                out.functions.push(name);
             }
         } else if let Some(rest) = line.strip_prefix("class ") {
-            let name = name_of(rest);
-            let bases = rest.split_once('(').map(|(_, b)| b.split(')').next().unwrap_or("")).unwrap_or("");
-            let body_has_tests = lines[i + 1..]
-                .iter()
-                .take_while(|l| l.trim().is_empty() || l.starts_with([' ', '\t']) || l.trim_start().starts_with('#'))
-                .any(|l| {
-                    let t = l.trim_start();
-                    let indent = l.len() - t.len();
-                    indent > 0 && (t.strip_prefix("def ").or_else(|| t.strip_prefix("async def ")).is_some_and(|r| r.starts_with(prefix)))
-                });
-            if (name.starts_with("Test") || body_has_tests || bases.contains("TestCase")) && !classes.contains(&name) {
-                classes.push(name);
+            let bases = rest
+                .split_once('(')
+                .map(|(_, b)| b.split(')').next().unwrap_or(""))
+                .unwrap_or("")
+                .split(',')
+                .map(|b| b.trim().rsplit('.').next().unwrap_or("").trim().to_string())
+                .filter(|b| !b.is_empty() && !b.contains('='))
+                .collect();
+            classes.push((name_of(rest), bases, false));
+        } else if let Some(last) = classes.last_mut() {
+            let t = line.trim_start();
+            if line.len() > t.len() && t.strip_prefix("def ").or_else(|| t.strip_prefix("async def ")).is_some_and(|r| r.starts_with(prefix)) {
+                last.2 = true;
             }
         }
     }
-    (functions, classes)
+    let looks_like_case = |b: &str| b.ends_with("TestCase") || b.ends_with("Tests") || b.ends_with("Test");
+    // A class deriving from a case class of the same file is one too (to a fixpoint).
+    let mut cases: Vec<String> = Vec::new();
+    loop {
+        let before = cases.len();
+        for (name, bases, tests) in &classes {
+            let mixin_only = bases.iter().all(|b| b == "object" || b.ends_with("Mixin"));
+            let case = bases.iter().any(|b| looks_like_case(b) || cases.contains(b)) || (*tests && !mixin_only && !name.ends_with("Mixin"));
+            if case && !cases.contains(name) {
+                cases.push(name.clone());
+            }
+        }
+        if cases.len() == before {
+            break;
+        }
+    }
+    loop {
+        let before = out.pytest_classes.len();
+        for (name, bases, _) in &classes {
+            let collected = name.starts_with("Test") || bases.iter().any(|b| b.ends_with("TestCase") || out.pytest_classes.contains(b));
+            if collected && !out.pytest_classes.contains(name) {
+                out.pytest_classes.push(name.clone());
+            }
+        }
+        if out.pytest_classes.len() == before {
+            break;
+        }
+    }
+    out.case_classes = cases;
+    out
 }
 
 /// A unittest-style name (`Case.test_a`) as a pytest node id part (`Case::test_a`);
@@ -455,11 +499,8 @@ pub fn command_line(framework: Framework, file: &str, test: Option<&str>, conten
         match test {
             Some(t) => vec![format!("{module}{sep}{}", if sep == "::" { pytest_test_id(t) } else { t.to_string() })],
             None => {
-                let (functions, classes) = python_test_ids(content, "test");
-                let mut ids: Vec<String> = classes;
-                if with_functions {
-                    ids.extend(functions);
-                }
+                let t = python_test_ids(content, "test");
+                let ids: Vec<String> = if with_functions { t.pytest_classes.into_iter().chain(t.functions).collect() } else { t.case_classes };
                 ids.iter().map(|n| format!("{module}{sep}{n}")).collect()
             }
         }
@@ -903,8 +944,78 @@ mod tests {
         std::fs::create_dir_all(p.join("django")).unwrap_or_else(|e| panic!("{e}"));
         std::fs::create_dir_all(p.join("tests")).unwrap_or_else(|e| panic!("{e}"));
         std::fs::write(p.join("tests/runtests.py"), "").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(detect(p, "tests/x/tests.py", ""), Some(Framework::Pytest), "a `django` directory that is no package is not Django");
+        std::fs::write(p.join("django/__init__.py"), "").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(detect(p, "tests/x/tests.py", ""), Some(Framework::Django));
         let line = command_line(Framework::Django, "tests/x/tests.py", Some("T.test_a"), "", None, &Layout::default());
         assert!(line.contains("cd tests && PYTHONPATH=..${PYTHONPATH:+:$PYTHONPATH} python3 runtests.py --settings=test_sqlite --parallel 1 --verbosity 2 --noinput 'x.tests.T.test_a'"), "{line}");
+        // Without a test name: the classes the file defines, by label.
+        let code = "from django.test import SimpleTestCase\n\n\nclass ATests(SimpleTestCase):\n    def test_a(self):\n        pass\n\n\nclass Helper:\n    pass\n";
+        let line = command_line(Framework::Django, "tests/x/test_y.py", None, code, None, &Layout::default());
+        assert!(line.ends_with("--noinput 'x.test_y.ATests'"), "{line}");
+    }
+
+    #[test]
+    fn a_django_project_runs_with_manage_py_unless_pytest_django_does() {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string()).unwrap_or_else(|e| panic!("{e}"));
+        let p = dir.path();
+        let w = |f: &str, t: &str| std::fs::write(p.join(f), t).unwrap_or_else(|e| panic!("{e}"));
+        w("manage.py", "import os\nos.environ.setdefault('DJANGO_SETTINGS_MODULE', 'site.settings')\nfrom django.core.management import execute_from_command_line\n");
+        assert_eq!(detect(p, "shop/tests.py", "from django.test import TestCase\n"), Some(Framework::DjangoManage));
+        let code = "from django.test import TestCase\n\nclass CartTests(TestCase):\n    def test_total(self):\n        pass\n";
+        let line = command_line(Framework::DjangoManage, "shop/tests.py", None, code, None, &Layout::default());
+        assert!(line.ends_with("python3 manage.py test --noinput --verbosity 2 'shop.tests.CartTests'"), "{line}");
+        w("pytest.ini", "[pytest]\nDJANGO_SETTINGS_MODULE = site.settings\ntestpaths = shop\n");
+        assert_eq!(detect(p, "shop/tests.py", "from django.test import TestCase\n"), Some(Framework::Pytest));
+    }
+
+    #[test]
+    fn pytest_configuration_is_read_where_pytest_reads_it() {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string()).unwrap_or_else(|e| panic!("{e}"));
+        let p = dir.path();
+        let w = |f: &str, t: &str| std::fs::write(p.join(f), t).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(PytestConfig::read(p), None);
+        w("setup.cfg", "[metadata]\nname = x\n\n[tool:pytest]\ntestpaths =\n    tests\n    docs\npython_functions = check_*\n");
+        let c = PytestConfig::read(p).unwrap_or_default();
+        assert_eq!((c.file.as_str(), c.testpaths.clone()), ("setup.cfg", vec!["tests".to_string(), "docs".to_string()]));
+        w("tox.ini", "[tox]\nenvlist = py3\n");
+        assert_eq!(PytestConfig::read(p).map(|c| c.file), Some("setup.cfg".into()), "a tox.ini without [pytest] is not pytest's");
+        w("pyproject.toml", "[tool.pytest.ini_options]\ntestpaths = [\"testing\"]\n");
+        assert_eq!(PytestConfig::read(p).map(|c| (c.file, c.testpaths)), Some(("pyproject.toml".into(), vec!["testing".into()])));
+        w("pytest.ini", "[pytest]\n");
+        assert_eq!(PytestConfig::read(p).map(|c| c.file), Some("pytest.ini".into()), "pytest.ini wins even when empty");
+    }
+
+    #[test]
+    fn python_files_run_by_the_tests_they_define() {
+        let code = "from sympy import *\nimport unittest\n\n\ndef test_a():\n    pass\n\n\nasync def test_b():\n    pass\n\n\ndef helper():\n    pass\n\n\nclass TestC:\n    def test_x(self):\n        pass\n\n\nclass DTests(unittest.TestCase):\n    def check(self):\n        pass\n\n\nclass Plain:\n    def test_like(self):\n        pass\n\n\nclass ETests(DTests):\n    pass\n\n\nclass F(AdminBase):\n    def test_f(self):\n        pass\n\n\nclass GMixin(object):\n    def test_g(self):\n        pass\n";
+        let t = python_test_ids(code, "test");
+        assert_eq!(t.functions, vec!["test_a", "test_b"]);
+        assert_eq!(t.pytest_classes, vec!["TestC", "DTests", "ETests"], "pytest collects Test* classes and TestCases");
+        assert_eq!(t.case_classes, vec!["DTests", "ETests", "F"], "unittest takes TestCases by label, not a mixin");
+        let line = command_line(Framework::Pytest, "t/test_s.py", None, "from sympy import *\n\ndef test_a():\n    pass\n", None, &Layout::default());
+        assert!(line.ends_with("--junitxml=.reproagent-run/junit.xml 't/test_s.py::test_a'"), "{line}");
+        let line = command_line(Framework::Pytest, "t/test_s.py", Some("Case.test_a[1.5]"), "", None, &Layout::default());
+        assert!(line.ends_with("'t/test_s.py::Case::test_a[1.5]'"), "{line}");
+        let layout = Layout { python_path: vec!["src".into()], pytest_itself: true, pytest_version: None };
+        let line = command_line(Framework::Pytest, "testing/test_s.py", None, "", None, &layout);
+        assert!(line.contains("PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} python3 -m pytest -p no:cacheprovider -p pytester "), "{line}");
+        assert!(line.ends_with(" 'testing/test_s.py'"), "no test in it: the file, {line}");
+    }
+
+    #[test]
+    fn one_table_names_the_frameworks() {
+        for f in FRAMEWORKS {
+            assert_eq!(serde_json::to_value(f.framework).ok(), Some(serde_json::Value::String(f.name.into())), "serde and the table agree");
+            assert_eq!(Framework::parse_name(f.name), Some(f.framework));
+            assert_eq!(f.framework.name(), f.name);
+            for a in f.aliases {
+                assert_eq!(Framework::parse_name(a), Some(f.framework));
+            }
+            assert!(frameworks_text().contains(&format!("`{}`", f.name)));
+        }
+        assert_eq!(Framework::parse_name("pytestt"), None);
+        let schema = serde_json::to_value(framework_schema(&mut schemars::SchemaGenerator::default())).unwrap_or_default();
+        assert_eq!(schema["enum"], serde_json::json!(framework_names()));
     }
 }
