@@ -365,6 +365,7 @@ pub fn conventions(root: &Path, suspects: &[String]) -> Conventions {
         .as_deref()
         .map(dir_of)
         .map(str::to_string)
+        .or_else(|| config.as_ref().filter(|_| lang == "python").and_then(|c| c.testpaths.first().cloned()))
         .unwrap_or_else(|| {
             match lang.as_str() {
                 "java" => "src/test/java",
