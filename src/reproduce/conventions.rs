@@ -177,8 +177,11 @@ fn mirrors(source: &str, test: &str) -> bool {
     let s = stem(source).to_lowercase();
     let name = test.rsplit('/').next().unwrap_or(test).to_lowercase();
     let t = stem(test).to_lowercase();
+    // A prefix before `test_` (pylint's `unittest_typecheck.py`, `python_files = *test_*.py`).
+    let prefixed = t.strip_suffix(&format!("test_{s}")).is_some_and(|p| p.chars().all(|c| c.is_ascii_alphanumeric()));
     !s.is_empty()
-        && (t == format!("test_{s}")
+        && (prefixed
+            || t == format!("test_{s}")
             || t == format!("{s}_test")
             || t == format!("{s}_tests")
             || t == format!("tests_{s}")
@@ -434,6 +437,8 @@ mod tests {
         assert!(mirrors("lib/x.js", "test/x.test.js"));
         assert!(mirrors("src/main/java/a/Foo.java", "src/test/java/a/FooTest.java"));
         assert!(!mirrors("django/utils/text.py", "tests/utils_tests/test_html.py"));
+        assert!(mirrors("pylint/checkers/typecheck.py", "tests/checkers/unittest_typecheck.py"));
+        assert!(!mirrors("pylint/checkers/typecheck.py", "tests/checkers/unittest_typecheck2.py"));
         assert_eq!(shared_words("django/utils", "tests/utils_tests"), 1);
         assert_eq!(shared_words("sympy/core", "sympy/core/tests"), 2);
     }
