@@ -224,7 +224,9 @@ fn real_tests(files: &[FileRow], with_tests: &BTreeMap<String, usize>, lang: &st
 /// directory closest to it.
 fn test_module_for(store: &Store, suspect: &str, tests: &BTreeMap<String, usize>) -> Option<(String, &'static str)> {
     let reach = reaching_tests(store, suspect);
-    let mut best: Option<((bool, bool, usize, usize), &str, &'static str)> = None;
+    // (named after it, reaches it, shared directory words, reaching tests)
+    type Rank = (bool, bool, usize, usize);
+    let mut best: Option<(Rank, &str, &'static str)> = None;
     for path in tests.keys() {
         let n = reach.get(path).copied().unwrap_or(0);
         let named = mirrors(suspect, path);

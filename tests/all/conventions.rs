@@ -223,11 +223,9 @@ fn django_sdist() -> &'static PathBuf {
         };
         pip(&["--no-binary", ":all:", &format!("django=={DJANGO}")]);
         pip(&["asgiref==3.8.1", "sqlparse==0.5.1"]);
-        let unpack = format!(
-            "import glob, tarfile, zipfile\n\
+        let unpack = "import glob, tarfile, zipfile\n\
              tarfile.open(glob.glob('Django-*.tar.gz')[0]).extractall('.')\n\
-             for w in glob.glob('*.whl'):\n    z = zipfile.ZipFile(w)\n    [z.extract(n, 'deps') for n in z.namelist() if '.dist-info/' not in n]\n"
-        );
+             for w in glob.glob('*.whl'):\n    z = zipfile.ZipFile(w)\n    [z.extract(n, 'deps') for n in z.namelist() if '.dist-info/' not in n]\n";
         let out = Command::new("/usr/bin/python3").arg("-c").arg(unpack).current_dir(&cache).output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         std::fs::write(&done, "").unwrap();
