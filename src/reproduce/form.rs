@@ -147,6 +147,12 @@ pub fn python_test_path(root: &Path, conv: &Conventions, stem: &str) -> String {
     }
 }
 
+/// Where a generated JavaScript test goes: the directory of the suspect code's tests when
+/// they are JavaScript/TypeScript tests (`lib/x.js` -> `test/`), else `None`.
+pub fn js_test_dir(root: &Path, conv: &Conventions) -> Option<String> {
+    (conv.lang() == Some(Lang::TypeScript) && !conv.test_dir.is_empty() && root.join(&conv.test_dir).is_dir()).then(|| conv.test_dir.clone())
+}
+
 /// After the imports: a star import (`from sympy import *`) brings in a package's own
 /// functions named `test*` (sympy's `test()` runs its whole suite), which a runner would
 /// collect as tests of this module. The line this returns deletes them again; the

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::conventions::Conventions;
-use super::form::{python_test_path, star_import_cleanup, PyForm};
+use super::form::{js_test_dir, python_test_path, star_import_cleanup, PyForm};
 use crate::lang::Lang;
 use crate::localize::IssueFacts;
 
@@ -268,8 +268,8 @@ pub fn build(root: &Path, conv: &Conventions, snippet: &Snippet, stem: &str, tit
         "js" => {
             // node:test; the snippet's imports move to the top, relative ones re-rooted
             // from the repository root to the test directory.
-            let dir = test_dir(root, &["test", "tests", "__tests__"]);
-            let up = if dir.is_some() { "../" } else { "./" };
+            let dir = js_test_dir(root, conv).or_else(|| test_dir(root, &["test", "tests", "__tests__"]));
+            let up = dir.as_deref().map(|d| "../".repeat(d.split('/').count())).unwrap_or_else(|| "./".into());
             let file = format!("reproduce-{}.test.mjs", stem.replace('_', "-"));
             let path = dir.map(|d| format!("{d}/{file}")).unwrap_or(file);
             let (imports, body): (Vec<&str>, Vec<&str>) = snippet.code.lines().partition(|l| l.trim_start().starts_with("import "));
