@@ -251,7 +251,7 @@ impl Adapter for ZeroShot {
         let model = ws.model.ok_or("the zero-shot adapter needs a model")?;
         index(ws.repo)?;
         let context = bm25_context(ws.repo, ws.issue, self.hits)?;
-        let conv = reproduce::pipeline::conventions(ws.repo);
+        let conv = reproduce::pipeline::conventions(ws.repo, &suspect_files(ws.repo, ws.issue, self.hits));
         let example = match (&conv.example_path, &conv.example) {
             (Some(p), Some(c)) => format!("An existing test, `{p}`:\n\n```\n{c}\n```\n"),
             _ => "No existing test file was found.\n".into(),
@@ -273,6 +273,20 @@ impl Adapter for ZeroShot {
         })?;
         Ok(Candidate { files: vec![(path, code)], claimed: None, reason: None, ..Candidate::default() })
     }
+}
+
+/// The files of the top keyword hits for the issue, best first: the code whose tests
+/// the conventions describe.
+fn suspect_files(repo: &Path, issue: &str, hits: usize) -> Vec<String> {
+    let Ok(search) = crate::search::SearchIndex::open(repo) else { return Vec::new() };
+    let query: String = issue.split_whitespace().take(200).collect::<Vec<_>>().join(" ");
+    let mut out: Vec<String> = Vec::new();
+    for h in search.search(&query, None, None, hits.max(1) * 3).unwrap_or_default() {
+        if !out.contains(&h.path) {
+            out.push(h.path);
+        }
+    }
+    out
 }
 
 /// The top keyword hits for the issue, with their code.

@@ -3,6 +3,7 @@
 //! Only this layer knows clap.
 
 mod bench;
+mod conventions;
 mod graph;
 mod index;
 mod localize;
@@ -35,6 +36,8 @@ pub enum Command {
     Graph(graph::GraphArgs),
     Search(search::SearchArgs),
     Localize(localize::LocalizeArgs),
+    /// The test conventions for some suspect code: framework, test module, command.
+    Conventions(conventions::ConventionsArgs),
     Reproduce(reproduce::ReproduceArgs),
     /// Environment images and one-off commands in the sandbox.
     Sandbox(sandbox::SandboxArgs),
@@ -60,6 +63,7 @@ pub fn main() -> i32 {
         Command::Graph(a) => graph::run(a),
         Command::Search(a) => search::run(a),
         Command::Localize(a) => localize::run(a),
+        Command::Conventions(a) => conventions::run(a),
         Command::Reproduce(a) => match reproduce::run(a) {
             Ok(code) => return code,
             Err(e) => Err(e),

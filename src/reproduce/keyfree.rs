@@ -245,13 +245,17 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
         return finish(&mut run, &mut record, o, Some(&loc_art), Some(&cause), None, None);
     };
     let stem = req.issue_file.file_stem().and_then(|s| s.to_str()).unwrap_or("issue");
-    let test = synth::build(&req.root, &snippet, stem, &title, Some((&expected.kind, expected.message.as_deref())));
+    // The test goes where the tests of the suspect code live, in their form.
+    let suspects: Vec<String> = loc_art.locations.iter().map(|l| l.file.clone()).collect();
+    let conv = super::conventions::conventions(&req.root, &suspects);
+    let test = synth::build(&req.root, &conv, &snippet, stem, &title, Some((&expected.kind, expected.message.as_deref())));
     let command = crate::sandbox::runners::command_line(
         crate::sandbox::runners::Framework::parse_name(test.framework).unwrap_or(crate::sandbox::runners::Framework::Custom),
         &test.path,
-        None,
+        test.test.as_deref(),
         &test.code,
         None,
+        &crate::sandbox::runners::Layout::of(&req.root),
     );
     let plan = TestPlan {
         framework: test.framework.into(),
@@ -285,7 +289,7 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
             run_test(
                 sb.as_ref(),
                 &req.root,
-                &RunTestArgs { file: test.path.clone(), test: None, framework: Some(test.framework.into()), command: None, timeout_secs: req.timeout_secs },
+                &RunTestArgs { file: test.path.clone(), test: test.test.clone(), framework: Some(test.framework.into()), command: None, timeout_secs: req.timeout_secs },
             )
             .await
         }

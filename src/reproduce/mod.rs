@@ -6,6 +6,8 @@
 //! directory and the outcome; [`keyfree`] is the mode that needs no model.
 
 pub mod agent;
+pub mod conventions;
+pub mod form;
 pub mod keyfree;
 pub mod pipeline;
 mod synth;
@@ -129,7 +131,8 @@ pub struct PathStep {
 /// Stage 3: how to show it.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct TestPlan {
-    /// The repository's framework (`pytest`, `node-test`, `junit4`...).
+    /// The repository's framework: a name of `sandbox::runners::FRAMEWORKS`.
+    #[schemars(schema_with = "crate::sandbox::runners::framework_schema")]
     pub framework: String,
     /// Where the test goes, relative to the repository root.
     pub test_path: String,

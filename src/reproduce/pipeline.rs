@@ -125,95 +125,10 @@ impl Resume {
     }
 }
 
-/// The repository's test conventions, filled into the prompts.
-#[derive(Debug, Clone, Serialize)]
-pub struct Conventions {
-    pub languages: Vec<String>,
-    pub framework: String,
-    pub test_dir: String,
-    pub example_path: Option<String>,
-    pub example: Option<String>,
-}
-
-impl Conventions {
-    fn text(&self) -> String {
-        let mut s = format!(
-            "- languages: {}\n- test framework: {}\n- test directory: {}\n",
-            if self.languages.is_empty() { "unknown".into() } else { self.languages.join(", ") },
-            self.framework,
-            self.test_dir
-        );
-        match (&self.example_path, &self.example) {
-            (Some(p), Some(code)) => s.push_str(&format!("- an existing test, `{p}`:\n\n```\n{code}\n```\n")),
-            _ => s.push_str("- no existing test file was found\n"),
-        }
-        s
-    }
-}
-
-fn cell(v: &cozo::DataValue) -> String {
-    v.get_str().unwrap_or("").to_string()
-}
-
-/// The framework, test directory and an example test: from the index's `file.is_test`.
-pub fn conventions(root: &Path) -> Conventions {
-    let store = crate::store::open(&crate::store::db_path(root)).ok();
-    let rows = store
-        .as_ref()
-        .and_then(|s| s.query("?[path, lang, is_test] := *file{path, lang, is_test}", Default::default()).ok())
-        .map(|r| r.rows)
-        .unwrap_or_default();
-    let mut languages: Vec<String> = Vec::new();
-    let mut tests: Vec<String> = Vec::new();
-    for r in &rows {
-        let lang = cell(&r[1]);
-        if !lang.is_empty() && !languages.contains(&lang) {
-            languages.push(lang);
-        }
-        if r[2].get_bool().unwrap_or(false) {
-            tests.push(cell(&r[0]));
-        }
-    }
-    languages.sort();
-    tests.sort();
-    let example_path = tests.first().cloned();
-    let example = example_path
-        .as_ref()
-        .and_then(|p| std::fs::read_to_string(root.join(p)).ok())
-        .map(|c| c.lines().take(60).collect::<Vec<_>>().join("\n"));
-    let detected = example_path
-        .as_ref()
-        .zip(example.as_ref())
-        .and_then(|(p, c)| runners::detect(root, p, c))
-        .and_then(|f| serde_json::to_value(f).ok())
-        .and_then(|v| v.as_str().map(str::to_string));
-    let first = languages.first().map(String::as_str).unwrap_or("");
-    let framework = detected.unwrap_or_else(|| {
-        match first {
-            "python" => "pytest",
-            "javascript" | "typescript" => "node-test",
-            "java" => "junit4",
-            _ => "unknown",
-        }
-        .into()
-    });
-    let test_dir = example_path
-        .as_ref()
-        .and_then(|p| Path::new(p).parent().map(|d| d.display().to_string()))
-        .filter(|d| !d.is_empty())
-        .unwrap_or_else(|| {
-            match first {
-                "java" => "src/test/java",
-                "javascript" | "typescript" => "test",
-                _ => "tests",
-            }
-            .into()
-        });
-    Conventions { languages, framework, test_dir, example_path, example }
-}
+pub use super::conventions::{conventions, Conventions};
 
 fn render(template: &str, conventions: &Conventions) -> String {
-    template.replace("{{conventions}}", &conventions.text())
+    template.replace("{{conventions}}", &conventions.text()).replace("{{frameworks}}", &runners::frameworks_text())
 }
 
 fn schema_of<T: JsonSchema>() -> Value {
@@ -257,7 +172,7 @@ fn check_root_cause(c: &RootCause) -> Result<(), String> {
 
 fn check_plan(p: &TestPlan) -> Result<(), String> {
     if Framework::parse_name(&p.framework).is_none() {
-        return Err(format!("framework {:?} is not one of pytest, unittest, django, node-test, jest, vitest, junit4, junit5", p.framework));
+        return Err(format!("framework {:?} is not one of {}", p.framework, runners::framework_names().join(", ")));
     }
     if !safe_rel(&p.test_path) {
         return Err(format!("test_path {:?} must be a path relative to the repository root, without `..`", p.test_path));
@@ -516,7 +431,9 @@ fn stages(
     if words < 3 {
         return Err(stop(run, Status::Error, "the text does not read as an issue report: fewer than three words"));
     }
-    let conv = conventions(&req.root);
+    // Stages 1 and 2 see the repository's conventions; the test plan and generation see
+    // those of the code localization found (where its tests live, in their form).
+    let conv = conventions(&req.root, &[]);
     let ctx = ToolContext::new(&req.root).map_err(|e| stop(run, Status::Error, format!("the tool layer: {e}")))?;
     let retrieval = tools::all();
     let issue = format!("## Issue report\n\n{}\n", req.issue_text.trim());
@@ -538,6 +455,8 @@ fn stages(
     let loc: LocalizationArtifact =
         analysis_stage("localization", &spec, model, &ctx, trace, run, resume, (&model_name, &tree), check_localization)?;
     let loc_json = serde_json::to_string_pretty(&loc).unwrap_or_default();
+    let suspects: Vec<String> = loc.locations.iter().map(|l| l.file.clone()).collect();
+    let suspect_conv = conventions(&req.root, &suspects);
     made.loc = Some(loc);
 
     // Stage 2: root cause, from the issue and the locations.
@@ -557,7 +476,7 @@ fn stages(
     // Stage 3: the test plan.
     let spec = StageSpec {
         name: "test_plan",
-        system: render(TEST_PLAN, &conv),
+        system: render(TEST_PLAN, &suspect_conv),
         user: format!(
             "{issue}\n## Suspicious locations (from localization)\n\n```json\n{loc_json}\n```\n\n## Root cause (from root-cause analysis)\n\n```json\n{cause_json}\n```\n"
         ),
@@ -574,7 +493,7 @@ fn stages(
     // same inputs (plan and the artifacts before it, prompts, model, tree), the previous
     // run's test and verdict, with no model call and no sandbox.
     run.begin("generation");
-    let gen_system = render(GENERATION, &conv);
+    let gen_system = render(GENERATION, &suspect_conv);
     let gen_user = format!(
         "{issue}\n## Suspicious locations (from localization)\n\n```json\n{loc_json}\n```\n\n## Root cause (from root-cause analysis)\n\n```json\n{cause_json}\n```\n\n## Test plan\n\n```json\n{plan_json}\n```\n"
     );
@@ -700,7 +619,7 @@ fn stages(
     let _ = rt.block_on(sb.close());
     run.stage_done("generation");
     let command_for = |path: &str, code: &str| {
-        runners::command_line(Framework::parse_name(&plan.framework).unwrap_or(Framework::Custom), path, None, code, None)
+        runners::command_line(Framework::parse_name(&plan.framework).unwrap_or(Framework::Custom), path, None, code, None, &runners::Layout::of(&req.root))
     };
     let ended = match result {
         Ok((path, code, result)) => {

@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+use super::conventions::Conventions;
+use super::form::{js_test_dir, python_test_path, star_import_cleanup, PyForm};
 use crate::lang::Lang;
 use crate::localize::IssueFacts;
 
@@ -196,6 +198,9 @@ pub struct TestFile {
     pub path: String,
     pub code: String,
     pub framework: &'static str,
+    /// The test in the file to run (node id part or label part), so a run collects
+    /// nothing else.
+    pub test: Option<String>,
 }
 
 /// Where the repository keeps its tests: the first of these directories that exists.
@@ -205,7 +210,7 @@ fn test_dir(root: &Path, candidates: &[&str]) -> Option<String> {
 
 /// Build the test for a snippet. `stem` names the file (from the issue's file name),
 /// `title` the test.
-pub fn build(root: &Path, snippet: &Snippet, stem: &str, title: &str, expected: Option<(&str, Option<&str>)>) -> TestFile {
+pub fn build(root: &Path, conv: &Conventions, snippet: &Snippet, stem: &str, title: &str, expected: Option<(&str, Option<&str>)>) -> TestFile {
     let name = {
         let s = slug(title, 48);
         if s.is_empty() {
@@ -224,43 +229,47 @@ pub fn build(root: &Path, snippet: &Snippet, stem: &str, title: &str, expected: 
         "python" => {
             let (imports, body): (Vec<&str>, Vec<&str>) =
                 snippet.code.lines().partition(|l| l.starts_with("import ") || l.starts_with("from "));
-            let dir = test_dir(root, &["tests", "test"]);
-            let file = format!("test_reproduce_{stem}.py");
-            let path = dir.map(|d| format!("{d}/{file}")).unwrap_or(file);
+            // Where and in what form: the conventions of the suspect code's tests.
+            let form = PyForm::of(conv, &stem, &snippet.code);
+            let path = python_test_path(root, conv, &stem);
             let mut code = format!(
                 "\"\"\"Reproduces: {}\n\nBuilt by reproagent from the code in the issue. Fails today with {what},\nas the issue reports; passes once the bug is fixed.\n\"\"\"\n\n",
                 title.replace("\"\"\"", "'''")
             );
+            code.push_str(&form.preamble());
             for i in &imports {
                 code.push_str(i);
                 code.push('\n');
             }
-            if !imports.is_empty() {
+            code.push_str(&star_import_cleanup(&imports));
+            if !imports.is_empty() || !form.preamble().is_empty() {
                 code.push_str("\n\n");
             }
-            code.push_str(&format!("def test_{name}():\n"));
+            code.push_str(&form.open(&name));
+            let indent = form.indent();
             let mut any = false;
-            let body: Vec<&str> = body.into_iter().skip_while(|l| l.trim().is_empty()).collect();
+            let body: Vec<&str> = form.filter_body(body).into_iter().skip_while(|l| l.trim().is_empty()).collect();
             for l in body {
                 if l.trim().is_empty() {
                     code.push('\n');
                 } else {
                     any = true;
-                    code.push_str("    ");
+                    code.push_str(indent);
                     code.push_str(l);
                     code.push('\n');
                 }
             }
             if !any {
-                code.push_str("    pass\n");
+                code.push_str(indent);
+                code.push_str("pass\n");
             }
-            TestFile { path, code, framework: "pytest" }
+            TestFile { path, code, framework: form.framework_name(), test: Some(form.test_id(&name)) }
         }
         "js" => {
             // node:test; the snippet's imports move to the top, relative ones re-rooted
             // from the repository root to the test directory.
-            let dir = test_dir(root, &["test", "tests", "__tests__"]);
-            let up = if dir.is_some() { "../" } else { "./" };
+            let dir = js_test_dir(root, conv).or_else(|| test_dir(root, &["test", "tests", "__tests__"]));
+            let up = dir.as_deref().map(|d| "../".repeat(d.split('/').count())).unwrap_or_else(|| "./".into());
             let file = format!("reproduce-{}.test.mjs", stem.replace('_', "-"));
             let path = dir.map(|d| format!("{d}/{file}")).unwrap_or(file);
             let (imports, body): (Vec<&str>, Vec<&str>) = snippet.code.lines().partition(|l| l.trim_start().starts_with("import "));
@@ -276,7 +285,7 @@ pub fn build(root: &Path, snippet: &Snippet, stem: &str, title: &str, expected: 
                 code.push('\n');
             }
             code.push_str("});\n");
-            TestFile { path, code, framework: "node-test" }
+            TestFile { path, code, framework: "node-test", test: None }
         }
         _ => {
             // JUnit 4: the statements in one test method; the snippet's imports, plus
@@ -309,7 +318,7 @@ pub fn build(root: &Path, snippet: &Snippet, stem: &str, title: &str, expected: 
                 code.push('\n');
             }
             code.push_str("    }\n}\n");
-            TestFile { path, code, framework: "junit4" }
+            TestFile { path, code, framework: "junit4", test: None }
         }
     }
 }
@@ -359,7 +368,8 @@ mod tests {
     fn python_tests_hoist_imports() {
         let s = Snippet { lang: Lang::Python, dialect: "python", code: "from a import f\n\nassert f() == 1\n".into(), from_doctest: false };
         let dir = tempfile::tempdir().unwrap();
-        let t = build(dir.path(), &s, "1234", "f returns 2", Some(("AssertionError", None)));
+        let conv = super::super::conventions::conventions(dir.path(), &[]);
+        let t = build(dir.path(), &conv, &s, "1234", "f returns 2", Some(("AssertionError", None)));
         assert_eq!(t.path, "test_reproduce_1234.py");
         assert!(t.code.contains("from a import f\n\n\ndef test_f_returns_2():\n    assert f() == 1\n"), "{}", t.code);
     }

@@ -16,13 +16,17 @@ use super::ExecOutput;
 /// Where runners write their reports, relative to the repository copy.
 pub const REPORT_DIR: &str = ".reproagent-run";
 
-/// Test frameworks we run and read.
+/// Test frameworks we run and read. [`FRAMEWORKS`] is the one list of them that the
+/// test plan's schema, the prompts, the plan check, `run_test` and the key-free mode read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Framework {
     Pytest,
     Unittest,
+    /// Django's own suite: `tests/runtests.py` with labels from `tests/`.
     Django,
+    /// A Django project's `python manage.py test <label>`.
+    DjangoManage,
     NodeTest,
     Jest,
     Vitest,
@@ -32,19 +36,75 @@ pub enum Framework {
     Custom,
 }
 
+/// One framework of [`FRAMEWORKS`]: its name (as serde writes it), the other names
+/// `parse_name` takes, its language and what it is, for the prompts.
+#[derive(Debug, Clone, Copy)]
+pub struct FrameworkInfo {
+    pub framework: Framework,
+    pub name: &'static str,
+    pub aliases: &'static [&'static str],
+    pub lang: &'static str,
+    pub about: &'static str,
+}
+
+/// The frameworks a test can be planned, written and run with.
+pub const FRAMEWORKS: &[FrameworkInfo] = &[
+    FrameworkInfo { framework: Framework::Pytest, name: "pytest", aliases: &[], lang: "python", about: "pytest, run by node id from the repository root with its configuration" },
+    FrameworkInfo { framework: Framework::Unittest, name: "unittest", aliases: &[], lang: "python", about: "unittest TestCase classes, `python3 -m unittest -v`" },
+    FrameworkInfo {
+        framework: Framework::Django,
+        name: "django",
+        aliases: &["django-runtests", "runtests"],
+        lang: "python",
+        about: "Django's own suite: SimpleTestCase/TestCase classes in an app package under tests/, run by label with tests/runtests.py",
+    },
+    FrameworkInfo {
+        framework: Framework::DjangoManage,
+        name: "django-manage",
+        aliases: &["manage.py"],
+        lang: "python",
+        about: "a Django project's tests: TestCase classes run by label with `python manage.py test`",
+    },
+    FrameworkInfo { framework: Framework::NodeTest, name: "node-test", aliases: &["node:test", "node"], lang: "typescript", about: "node's built-in test runner (`node --test`)" },
+    FrameworkInfo { framework: Framework::Jest, name: "jest", aliases: &[], lang: "typescript", about: "Jest" },
+    FrameworkInfo { framework: Framework::Vitest, name: "vitest", aliases: &[], lang: "typescript", about: "Vitest" },
+    FrameworkInfo { framework: Framework::Junit4, name: "junit4", aliases: &[], lang: "java", about: "JUnit 4 (`org.junit.Test`)" },
+    FrameworkInfo { framework: Framework::Junit5, name: "junit5", aliases: &["junit"], lang: "java", about: "JUnit 5 (`org.junit.jupiter.api.Test`)" },
+];
+
+/// The names of [`FRAMEWORKS`], in order.
+pub fn framework_names() -> Vec<&'static str> {
+    FRAMEWORKS.iter().map(|f| f.name).collect()
+}
+
+/// The frameworks as a Markdown list for the prompts: `name` (language): what it is.
+pub fn frameworks_text() -> String {
+    FRAMEWORKS.iter().map(|f| format!("- `{}` ({}): {}\n", f.name, f.lang, f.about)).collect()
+}
+
+/// The JSON schema of a framework name: a string, one of [`FRAMEWORKS`].
+pub fn framework_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "string",
+        "enum": framework_names(),
+        "description": "The test framework: one of the repository's frameworks listed in the conventions.",
+    })
+}
+
 impl Framework {
+    /// The framework's name in [`FRAMEWORKS`] (`custom` for a command template).
+    pub fn name(self) -> &'static str {
+        FRAMEWORKS.iter().find(|f| f.framework == self).map(|f| f.name).unwrap_or("custom")
+    }
+
     pub fn parse_name(s: &str) -> Option<Framework> {
-        Some(match s {
-            "pytest" => Framework::Pytest,
-            "unittest" => Framework::Unittest,
-            "django" => Framework::Django,
-            "node-test" | "node:test" | "node" => Framework::NodeTest,
-            "jest" => Framework::Jest,
-            "vitest" => Framework::Vitest,
-            "junit4" => Framework::Junit4,
-            "junit5" | "junit" => Framework::Junit5,
-            _ => return None,
-        })
+        let s = s.trim();
+        FRAMEWORKS.iter().find(|f| f.name == s || f.aliases.contains(&s)).map(|f| f.framework)
+    }
+
+    /// The frameworks that run Python, read unittest's verbose text.
+    pub fn is_python(self) -> bool {
+        matches!(self, Framework::Pytest | Framework::Unittest | Framework::Django | Framework::DjangoManage)
     }
 }
 
@@ -93,26 +153,9 @@ pub struct TestResult {
 /// Pick the framework for a test file from the file itself and the repository's manifests.
 pub fn detect(repo: &Path, file: &str, content: &str) -> Option<Framework> {
     let ext = Path::new(file).extension().and_then(|e| e.to_str()).unwrap_or("");
-    let has = |p: &str| repo.join(p).exists();
     let read = |p: &str| std::fs::read_to_string(repo.join(p)).unwrap_or_default();
     match ext {
-        "py" => {
-            if has("tests/runtests.py") && has("django") {
-                return Some(Framework::Django);
-            }
-            if content.contains("import pytest") || content.contains("from pytest") {
-                return Some(Framework::Pytest);
-            }
-            let pytest_config = has("pytest.ini")
-                || has("conftest.py")
-                || read("pyproject.toml").contains("[tool.pytest")
-                || read("setup.cfg").contains("[tool:pytest]")
-                || read("tox.ini").contains("[pytest]");
-            if !pytest_config && (content.contains("import unittest") || content.contains("from unittest")) {
-                return Some(Framework::Unittest);
-            }
-            Some(Framework::Pytest)
-        }
+        "py" => Some(detect_python(repo, content)),
         "js" | "mjs" | "cjs" | "ts" | "mts" | "cts" | "tsx" | "jsx" => {
             if content.contains("'vitest'") || content.contains("\"vitest\"") {
                 return Some(Framework::Vitest);
@@ -208,6 +251,291 @@ pub fn unittest_functions_line(file: &str, test: Option<&str>) -> String {
     format!("rm -rf {REPORT_DIR} && mkdir -p {REPORT_DIR} && python3 -c {} {}{t}", sh_quote(UNITTEST_FUNCTIONS), sh_quote(file))
 }
 
+/// Is `repo` Django's own tree: `tests/runtests.py` next to the `django` package?
+pub fn is_django_tree(repo: &Path) -> bool {
+    repo.join("tests/runtests.py").is_file() && repo.join("django/__init__.py").is_file()
+}
+
+/// Is `repo` a Django project run with `manage.py test` (and not with pytest-django)?
+pub fn is_django_project(repo: &Path) -> bool {
+    let manage = std::fs::read_to_string(repo.join("manage.py")).unwrap_or_default();
+    manage.contains("django") && !PytestConfig::read(repo).is_some_and(|c| c.django_settings)
+}
+
+fn detect_python(repo: &Path, content: &str) -> Framework {
+    if is_django_tree(repo) {
+        return Framework::Django;
+    }
+    if content.contains("import pytest") || content.contains("from pytest") {
+        return Framework::Pytest;
+    }
+    if is_django_project(repo) {
+        return Framework::DjangoManage;
+    }
+    let pytest_project = PytestConfig::read(repo).is_some() || repo.join("conftest.py").is_file();
+    if !pytest_project && (content.contains("import unittest") || content.contains("from unittest")) {
+        return Framework::Unittest;
+    }
+    Framework::Pytest
+}
+
+/// The repository's pytest configuration: the first of `pytest.ini`, `.pytest.ini`,
+/// `pyproject.toml [tool.pytest.ini_options]`, `tox.ini [pytest]`, `setup.cfg
+/// [tool:pytest]` at the root, as pytest itself picks it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PytestConfig {
+    /// The file it came from, relative to the root.
+    pub file: String,
+    /// `testpaths`: where the suite lives.
+    pub testpaths: Vec<String>,
+    /// `python_files` globs (default `test_*.py`, `*_test.py`).
+    pub python_files: Vec<String>,
+    /// `python_functions` prefixes or globs (default `test`).
+    pub python_functions: Vec<String>,
+    /// `DJANGO_SETTINGS_MODULE` is set: pytest-django runs the suite.
+    pub django_settings: bool,
+}
+
+impl PytestConfig {
+    pub fn read(repo: &Path) -> Option<PytestConfig> {
+        let read = |p: &str| std::fs::read_to_string(repo.join(p)).ok();
+        for name in ["pytest.ini", ".pytest.ini"] {
+            if let Some(text) = read(name) {
+                return Some(PytestConfig::from_ini(name, &ini_section(&text, "pytest").unwrap_or_default()));
+            }
+        }
+        if let Some(text) = read("pyproject.toml") {
+            let v: Option<toml::Value> = toml::from_str(&text).ok();
+            if let Some(t) = v.as_ref().and_then(|v| v.get("tool")).and_then(|t| t.get("pytest")).and_then(|t| t.get("ini_options")) {
+                let list = |k: &str| -> Vec<String> {
+                    match t.get(k) {
+                        Some(toml::Value::Array(a)) => a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect(),
+                        Some(toml::Value::String(s)) => s.split_whitespace().map(str::to_string).collect(),
+                        _ => Vec::new(),
+                    }
+                };
+                return Some(PytestConfig {
+                    file: "pyproject.toml".into(),
+                    testpaths: list("testpaths"),
+                    python_files: list("python_files"),
+                    python_functions: list("python_functions"),
+                    django_settings: t.get("DJANGO_SETTINGS_MODULE").is_some(),
+                });
+            }
+        }
+        for (name, section) in [("tox.ini", "pytest"), ("setup.cfg", "tool:pytest")] {
+            if let Some(kv) = read(name).and_then(|t| ini_section(&t, section)) {
+                return Some(PytestConfig::from_ini(name, &kv));
+            }
+        }
+        None
+    }
+
+    fn from_ini(file: &str, kv: &[(String, String)]) -> PytestConfig {
+        let list = |k: &str| -> Vec<String> {
+            kv.iter().filter(|(key, _)| key == k).flat_map(|(_, v)| v.split_whitespace().map(str::to_string)).collect()
+        };
+        PytestConfig {
+            file: file.into(),
+            testpaths: list("testpaths"),
+            python_files: list("python_files"),
+            python_functions: list("python_functions"),
+            django_settings: kv.iter().any(|(k, _)| k == "DJANGO_SETTINGS_MODULE"),
+        }
+    }
+
+    /// The prefix test functions must have (`python_functions`' first plain prefix).
+    pub fn function_prefix(&self) -> String {
+        self.python_functions
+            .iter()
+            .find(|p| !p.contains(['*', '?', '[']))
+            .cloned()
+            .unwrap_or_else(|| "test".into())
+    }
+}
+
+/// The `key = value` lines of one INI section (continuation lines joined with spaces),
+/// or `None` when the section is absent.
+fn ini_section(text: &str, section: &str) -> Option<Vec<(String, String)>> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut inside = false;
+    let mut found = false;
+    for line in text.lines() {
+        let t = line.trim();
+        if t.starts_with('[') && t.ends_with(']') {
+            inside = t[1..t.len() - 1].trim() == section;
+            found |= inside;
+            continue;
+        }
+        if !inside || t.is_empty() || t.starts_with('#') || t.starts_with(';') {
+            continue;
+        }
+        if line.starts_with([' ', '\t']) {
+            if let Some(last) = out.last_mut() {
+                last.1.push(' ');
+                last.1.push_str(t);
+            }
+        } else if let Some((k, v)) = t.split_once('=').or_else(|| t.split_once(':')) {
+            out.push((k.trim().to_string(), v.trim().to_string()));
+        }
+    }
+    found.then_some(out)
+}
+
+/// What a command line needs to know of the repository beyond the test file.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Layout {
+    /// Directories (relative to the root) put first on `PYTHONPATH`: the `src` of a src
+    /// layout, so the tree's code is imported and not an installed copy.
+    pub python_path: Vec<String>,
+    /// pytest's own repository: it runs with its `src/_pytest` and the `pytester` plugin.
+    pub pytest_itself: bool,
+    /// pytest's own repository without the `src/_pytest/_version.py` its build writes
+    /// (a git checkout): the version to write there in the sandbox's copy, the latest
+    /// `doc/en/announce/release-X.Y.Z` (pytest refuses to run without the module).
+    pub pytest_version: Option<String>,
+}
+
+impl Layout {
+    pub fn of(repo: &Path) -> Layout {
+        let src = repo.join("src");
+        let src_layout = std::fs::read_dir(&src)
+            .map(|rd| rd.flatten().any(|e| e.path().join("__init__.py").is_file()))
+            .unwrap_or(false);
+        let pytest_itself = src.join("_pytest/__init__.py").is_file() && src.join("pytest").exists();
+        let pytest_version = (pytest_itself && !src.join("_pytest/_version.py").exists()).then(|| latest_release(&repo.join("doc/en/announce")));
+        Layout { python_path: if src_layout { vec!["src".into()] } else { Vec::new() }, pytest_itself, pytest_version }
+    }
+
+    /// The shell that writes `src/_pytest/_version.py` when it is missing, or nothing.
+    fn prep(&self) -> String {
+        match &self.pytest_version {
+            Some(v) => {
+                let tuple = v.split('.').map(|p| if p.chars().all(|c| c.is_ascii_digit()) { p.to_string() } else { format!("{p:?}") }).collect::<Vec<_>>().join(", ");
+                // printf turns the `\n`s into newlines.
+                let module = format!("version = {v:?}\\n__version__ = version\\nversion_tuple = ({tuple},)\\n");
+                format!("{{ test -f src/_pytest/_version.py || printf {} > src/_pytest/_version.py; }} && ", sh_quote(&module))
+            }
+            None => String::new(),
+        }
+    }
+
+    /// `PYTHONPATH=a:b${PYTHONPATH:+:$PYTHONPATH} ` with `dirs` in front, or nothing.
+    fn env(&self, extra: Option<&str>) -> String {
+        let dirs: Vec<&str> = extra.into_iter().chain(self.python_path.iter().map(String::as_str)).collect();
+        if dirs.is_empty() {
+            return String::new();
+        }
+        format!("PYTHONPATH={}${{PYTHONPATH:+:$PYTHONPATH}} ", dirs.join(":"))
+    }
+}
+
+/// The highest `release-X.Y.Z` among the files of `dir` (pytest's announcements), else `0.0.0`.
+fn latest_release(dir: &Path) -> String {
+    let mut best: Option<(Vec<u64>, String)> = None;
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(v) = name.strip_prefix("release-").and_then(|n| n.strip_suffix(".rst")) else { continue };
+        let Ok(key) = v.split('.').map(str::parse::<u64>).collect::<Result<Vec<u64>, _>>() else { continue };
+        if best.as_ref().is_none_or(|(k, _)| key > *k) {
+            best = Some((key, v.to_string()));
+        }
+    }
+    best.map(|(_, v)| v).unwrap_or_else(|| "0.0.0".into())
+}
+
+/// The tests a Python file defines itself, as node-id or label parts.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PythonTests {
+    /// Top-level functions named `test*`.
+    pub functions: Vec<String>,
+    /// Classes pytest collects: named `Test*`, or deriving from a `*TestCase` or from
+    /// such a class of the file.
+    pub pytest_classes: Vec<String>,
+    /// Classes unittest's loader takes by label: deriving from something named
+    /// `*TestCase`, `*Tests` or `*Test`, or from such a class of the file, or holding
+    /// `test*` methods with a base that is not `object` or a `*Mixin` (a mixin holding
+    /// test methods is not one).
+    pub case_classes: Vec<String>,
+}
+
+/// The tests a Python file defines itself. Names a star import brings in (sympy's
+/// `test()`) are not among them.
+pub fn python_test_ids(code: &str, prefix: &str) -> PythonTests {
+    let mut out = PythonTests::default();
+    let name_of = |rest: &str| rest.split(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap_or("").to_string();
+    // (name, bases, holds test methods)
+    let mut classes: Vec<(String, Vec<String>, bool)> = Vec::new();
+    for line in code.lines() {
+        if let Some(rest) = line.strip_prefix("def ").or_else(|| line.strip_prefix("async def ")) {
+            let name = name_of(rest);
+            if name.starts_with(prefix) && !out.functions.contains(&name) {
+                out.functions.push(name);
+            }
+        } else if let Some(rest) = line.strip_prefix("class ") {
+            let bases = rest
+                .split_once('(')
+                .map(|(_, b)| b.split(')').next().unwrap_or(""))
+                .unwrap_or("")
+                .split(',')
+                .map(|b| b.trim().rsplit('.').next().unwrap_or("").trim().to_string())
+                .filter(|b| !b.is_empty() && !b.contains('='))
+                .collect();
+            classes.push((name_of(rest), bases, false));
+        } else if let Some(last) = classes.last_mut() {
+            let t = line.trim_start();
+            if line.len() > t.len() && t.strip_prefix("def ").or_else(|| t.strip_prefix("async def ")).is_some_and(|r| r.starts_with(prefix)) {
+                last.2 = true;
+            }
+        }
+    }
+    let looks_like_case = |b: &str| b.ends_with("TestCase") || b.ends_with("Tests") || b.ends_with("Test");
+    // A class deriving from a case class of the same file is one too (to a fixpoint).
+    let mut cases: Vec<String> = Vec::new();
+    loop {
+        let before = cases.len();
+        for (name, bases, tests) in &classes {
+            let mixin_only = bases.iter().all(|b| b == "object" || b.ends_with("Mixin"));
+            let case = bases.iter().any(|b| looks_like_case(b) || cases.contains(b)) || (*tests && !mixin_only && !name.ends_with("Mixin"));
+            if case && !cases.contains(name) {
+                cases.push(name.clone());
+            }
+        }
+        if cases.len() == before {
+            break;
+        }
+    }
+    loop {
+        let before = out.pytest_classes.len();
+        for (name, bases, _) in &classes {
+            let collected = name.starts_with("Test") || bases.iter().any(|b| b.ends_with("TestCase") || out.pytest_classes.contains(b));
+            if collected && !out.pytest_classes.contains(name) {
+                out.pytest_classes.push(name.clone());
+            }
+        }
+        if out.pytest_classes.len() == before {
+            break;
+        }
+    }
+    out.case_classes = cases;
+    out
+}
+
+/// A unittest-style name (`Case.test_a`) as a pytest node id part (`Case::test_a`);
+/// a parametrized id (`test_a[1.5]`) keeps its brackets as they are.
+fn pytest_test_id(t: &str) -> String {
+    match t.split_once('[') {
+        Some((head, rest)) => format!("{}[{rest}", head.replace('.', "::")),
+        None => t.replace('.', "::"),
+    }
+}
+
+/// `a/b/c.py` -> `a.b.c`, when every part is an identifier.
+fn python_module(path: &str) -> Option<String> {
+    let m = path.strip_suffix(".py")?.replace('/', ".");
+    m.split('.').all(|p| !p.is_empty() && p.chars().all(|c| c.is_alphanumeric() || c == '_') && !p.starts_with(|c: char| c.is_ascii_digit())).then_some(m)
+}
+
 /// Jars on the class path of JUnit runs, where Debian's junit4/junit5 packages put them;
 /// the repository's own `lib/` and `target/dependency/` jars are added too.
 pub const JUNIT_JARS: &str = "/usr/share/java/junit4.jar:/usr/share/java/hamcrest-core.jar:/usr/share/java/hamcrest.jar";
@@ -220,36 +548,51 @@ fn sh_quote(s: &str) -> String {
 /// The shell line that runs `file` (and `test` in it, if given) with `framework`.
 /// Reports go under [`REPORT_DIR`]. A `template` replaces the framework's command:
 /// `{file}` and `{test}` are substituted.
-pub fn command_line(framework: Framework, file: &str, test: Option<&str>, content: &str, template: Option<&str>) -> String {
+///
+/// A Python file runs by node id or label: `test` when given, else the tests the file
+/// defines itself ([`python_test_ids`]), so a name a star import brings in (sympy's
+/// `test()`, which runs sympy's whole suite) is never collected.
+pub fn command_line(framework: Framework, file: &str, test: Option<&str>, content: &str, template: Option<&str>, layout: &Layout) -> String {
     if let Some(t) = template {
         return t.replace("{file}", &sh_quote(file)).replace("{test}", &sh_quote(test.unwrap_or("")));
     }
     let q = sh_quote(file);
     let prep = format!("rm -rf {REPORT_DIR} && mkdir -p {REPORT_DIR} && ");
+    let labels = |module: &str, sep: &str, with_functions: bool| -> Vec<String> {
+        match test {
+            Some(t) => vec![format!("{module}{sep}{}", if sep == "::" { pytest_test_id(t) } else { t.to_string() })],
+            None => {
+                let t = python_test_ids(content, "test");
+                let ids: Vec<String> = if with_functions { t.pytest_classes.into_iter().chain(t.functions).collect() } else { t.case_classes };
+                ids.iter().map(|n| format!("{module}{sep}{n}")).collect()
+            }
+        }
+    };
+    let joined = |v: Vec<String>, fallback: String| if v.is_empty() { fallback } else { v.iter().map(|x| sh_quote(x)).collect::<Vec<_>>().join(" ") };
     match framework {
         Framework::Pytest => {
-            let target = match test {
-                Some(t) => sh_quote(&format!("{file}::{t}")),
-                None => q,
-            };
-            format!("{prep}python3 -m pytest -p no:cacheprovider -q -rA --junitxml={REPORT_DIR}/junit.xml {target}")
+            let targets = joined(labels(file, "::", true), q);
+            let plugins = if layout.pytest_itself { " -p pytester" } else { "" };
+            format!("{prep}{}{}python3 -m pytest -p no:cacheprovider{plugins} -q -rA --junitxml={REPORT_DIR}/junit.xml {targets}", layout.prep(), layout.env(None))
         }
         Framework::Unittest => {
-            let module = file.trim_end_matches(".py").replace('/', ".");
-            let target = match test {
-                Some(t) => sh_quote(&format!("{module}.{t}")),
+            let targets = match python_module(file) {
+                Some(module) => joined(labels(&module, ".", false), sh_quote(&module)),
                 None => q,
             };
-            format!("{prep}python3 -m unittest -v {target}")
+            format!("{prep}{}python3 -m unittest -v {targets}", layout.env(None))
         }
         Framework::Django => {
-            // tests/foo/tests.py -> foo.tests, as runtests.py takes labels from tests/.
-            let label = file.trim_start_matches("tests/").trim_end_matches(".py").replace('/', ".");
-            let label = match test {
-                Some(t) => format!("{label}.{t}"),
-                None => label,
-            };
-            format!("{prep}cd tests && python3 runtests.py --verbosity 2 --parallel 1 {}", sh_quote(&label))
+            // tests/foo/tests.py -> foo.tests, as runtests.py takes labels from tests/;
+            // the tree's own `django` package first on the path, not an installed one.
+            let module = file.trim_start_matches("tests/").trim_end_matches(".py").replace('/', ".");
+            let targets = joined(labels(&module, ".", false), sh_quote(&module));
+            format!("{prep}cd tests && {}python3 runtests.py --settings=test_sqlite --parallel 1 --verbosity 2 --noinput {targets}", layout.env(Some("..")))
+        }
+        Framework::DjangoManage => {
+            let module = file.trim_end_matches(".py").replace('/', ".");
+            let targets = joined(labels(&module, ".", false), sh_quote(&module));
+            format!("{prep}{}python3 manage.py test --noinput --verbosity 2 {targets}", layout.env(None))
         }
         Framework::NodeTest => {
             let pat = test.map(|t| format!("--test-name-pattern={} ", sh_quote(t))).unwrap_or_default();
@@ -338,7 +681,7 @@ pub fn parse(framework: Framework, command: String, output: ExecOutput, report: 
         Framework::Pytest | Framework::Junit4 | Framework::Junit5 => report.and_then(|x| parse_junit_xml(x, &mut r)),
         Framework::Jest | Framework::Vitest => report.and_then(|x| parse_jest_json(x, &mut r)),
         Framework::NodeTest => parse_tap(&r.output.stdout.clone(), &mut r),
-        Framework::Unittest | Framework::Django => {
+        Framework::Unittest | Framework::Django | Framework::DjangoManage => {
             let text = format!("{}\n{}", r.output.stdout, r.output.stderr);
             parse_unittest(&text, &mut r)
         }
@@ -675,7 +1018,78 @@ mod tests {
         std::fs::create_dir_all(p.join("django")).unwrap_or_else(|e| panic!("{e}"));
         std::fs::create_dir_all(p.join("tests")).unwrap_or_else(|e| panic!("{e}"));
         std::fs::write(p.join("tests/runtests.py"), "").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(detect(p, "tests/x/tests.py", ""), Some(Framework::Pytest), "a `django` directory that is no package is not Django");
+        std::fs::write(p.join("django/__init__.py"), "").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(detect(p, "tests/x/tests.py", ""), Some(Framework::Django));
-        assert!(command_line(Framework::Django, "tests/x/tests.py", Some("T.test_a"), "", None).contains("runtests.py --verbosity 2 --parallel 1 'x.tests.T.test_a'"));
+        let line = command_line(Framework::Django, "tests/x/tests.py", Some("T.test_a"), "", None, &Layout::default());
+        assert!(line.contains("cd tests && PYTHONPATH=..${PYTHONPATH:+:$PYTHONPATH} python3 runtests.py --settings=test_sqlite --parallel 1 --verbosity 2 --noinput 'x.tests.T.test_a'"), "{line}");
+        // Without a test name: the classes the file defines, by label.
+        let code = "from django.test import SimpleTestCase\n\n\nclass ATests(SimpleTestCase):\n    def test_a(self):\n        pass\n\n\nclass Helper:\n    pass\n";
+        let line = command_line(Framework::Django, "tests/x/test_y.py", None, code, None, &Layout::default());
+        assert!(line.ends_with("--noinput 'x.test_y.ATests'"), "{line}");
+    }
+
+    #[test]
+    fn a_django_project_runs_with_manage_py_unless_pytest_django_does() {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string()).unwrap_or_else(|e| panic!("{e}"));
+        let p = dir.path();
+        let w = |f: &str, t: &str| std::fs::write(p.join(f), t).unwrap_or_else(|e| panic!("{e}"));
+        w("manage.py", "import os\nos.environ.setdefault('DJANGO_SETTINGS_MODULE', 'site.settings')\nfrom django.core.management import execute_from_command_line\n");
+        assert_eq!(detect(p, "shop/tests.py", "from django.test import TestCase\n"), Some(Framework::DjangoManage));
+        let code = "from django.test import TestCase\n\nclass CartTests(TestCase):\n    def test_total(self):\n        pass\n";
+        let line = command_line(Framework::DjangoManage, "shop/tests.py", None, code, None, &Layout::default());
+        assert!(line.ends_with("python3 manage.py test --noinput --verbosity 2 'shop.tests.CartTests'"), "{line}");
+        w("pytest.ini", "[pytest]\nDJANGO_SETTINGS_MODULE = site.settings\ntestpaths = shop\n");
+        assert_eq!(detect(p, "shop/tests.py", "from django.test import TestCase\n"), Some(Framework::Pytest));
+    }
+
+    #[test]
+    fn pytest_configuration_is_read_where_pytest_reads_it() {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string()).unwrap_or_else(|e| panic!("{e}"));
+        let p = dir.path();
+        let w = |f: &str, t: &str| std::fs::write(p.join(f), t).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(PytestConfig::read(p), None);
+        w("setup.cfg", "[metadata]\nname = x\n\n[tool:pytest]\ntestpaths =\n    tests\n    docs\npython_functions = check_*\n");
+        let c = PytestConfig::read(p).unwrap_or_default();
+        assert_eq!((c.file.as_str(), c.testpaths.clone()), ("setup.cfg", vec!["tests".to_string(), "docs".to_string()]));
+        w("tox.ini", "[tox]\nenvlist = py3\n");
+        assert_eq!(PytestConfig::read(p).map(|c| c.file), Some("setup.cfg".into()), "a tox.ini without [pytest] is not pytest's");
+        w("pyproject.toml", "[tool.pytest.ini_options]\ntestpaths = [\"testing\"]\n");
+        assert_eq!(PytestConfig::read(p).map(|c| (c.file, c.testpaths)), Some(("pyproject.toml".into(), vec!["testing".into()])));
+        w("pytest.ini", "[pytest]\n");
+        assert_eq!(PytestConfig::read(p).map(|c| c.file), Some("pytest.ini".into()), "pytest.ini wins even when empty");
+    }
+
+    #[test]
+    fn python_files_run_by_the_tests_they_define() {
+        let code = "from sympy import *\nimport unittest\n\n\ndef test_a():\n    pass\n\n\nasync def test_b():\n    pass\n\n\ndef helper():\n    pass\n\n\nclass TestC:\n    def test_x(self):\n        pass\n\n\nclass DTests(unittest.TestCase):\n    def check(self):\n        pass\n\n\nclass Plain:\n    def test_like(self):\n        pass\n\n\nclass ETests(DTests):\n    pass\n\n\nclass F(AdminBase):\n    def test_f(self):\n        pass\n\n\nclass GMixin(object):\n    def test_g(self):\n        pass\n";
+        let t = python_test_ids(code, "test");
+        assert_eq!(t.functions, vec!["test_a", "test_b"]);
+        assert_eq!(t.pytest_classes, vec!["TestC", "DTests", "ETests"], "pytest collects Test* classes and TestCases");
+        assert_eq!(t.case_classes, vec!["DTests", "ETests", "F"], "unittest takes TestCases by label, not a mixin");
+        let line = command_line(Framework::Pytest, "t/test_s.py", None, "from sympy import *\n\ndef test_a():\n    pass\n", None, &Layout::default());
+        assert!(line.ends_with("--junitxml=.reproagent-run/junit.xml 't/test_s.py::test_a'"), "{line}");
+        let line = command_line(Framework::Pytest, "t/test_s.py", Some("Case.test_a[1.5]"), "", None, &Layout::default());
+        assert!(line.ends_with("'t/test_s.py::Case::test_a[1.5]'"), "{line}");
+        let layout = Layout { python_path: vec!["src".into()], pytest_itself: true, pytest_version: None };
+        let line = command_line(Framework::Pytest, "testing/test_s.py", None, "", None, &layout);
+        assert!(line.contains("PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} python3 -m pytest -p no:cacheprovider -p pytester "), "{line}");
+        assert!(line.ends_with(" 'testing/test_s.py'"), "no test in it: the file, {line}");
+    }
+
+    #[test]
+    fn one_table_names_the_frameworks() {
+        for f in FRAMEWORKS {
+            assert_eq!(serde_json::to_value(f.framework).ok(), Some(serde_json::Value::String(f.name.into())), "serde and the table agree");
+            assert_eq!(Framework::parse_name(f.name), Some(f.framework));
+            assert_eq!(f.framework.name(), f.name);
+            for a in f.aliases {
+                assert_eq!(Framework::parse_name(a), Some(f.framework));
+            }
+            assert!(frameworks_text().contains(&format!("`{}`", f.name)));
+        }
+        assert_eq!(Framework::parse_name("pytestt"), None);
+        let schema = serde_json::to_value(framework_schema(&mut schemars::SchemaGenerator::default())).unwrap_or_default();
+        assert_eq!(schema["enum"], serde_json::json!(framework_names()));
     }
 }

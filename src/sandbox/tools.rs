@@ -63,12 +63,15 @@ pub async fn run_python(sb: &dyn Sandbox, args: &RunPythonArgs) -> Result<ExecOu
 pub struct RunTestArgs {
     /// The test file, relative to the repository root.
     pub file: String,
-    /// One test in it: a pytest/unittest name (`test_a`, `Case.test_a`), a node/jest name
-    /// pattern, a JUnit method.
+    /// One test in it: a pytest/unittest/Django name (`test_a`, `Case.test_a`; pytest
+    /// reads it as `Case::test_a`), a node/jest name pattern, a JUnit method. Without
+    /// it, a Python file runs by the tests it defines itself.
     #[serde(default)]
     pub test: Option<String>,
-    /// Force a framework (`pytest`, `unittest`, `django`, `node-test`, `jest`, `vitest`, `junit4`, `junit5`).
+    /// Force a framework: one of `pytest`, `unittest`, `django` (Django's tests/runtests.py),
+    /// `django-manage` (`manage.py test`), `node-test`, `jest`, `vitest`, `junit4`, `junit5`.
     #[serde(default)]
+    #[schemars(schema_with = "super::runners::framework_schema")]
     pub framework: Option<String>,
     /// A command template instead of the framework's (`{file}`, `{test}` substituted).
     #[serde(default)]
@@ -109,7 +112,7 @@ pub async fn run_test(sb: &dyn Sandbox, repo: &Path, args: &RunTestArgs) -> Resu
     let line = if note.is_some() && framework == Framework::Unittest && runners::has_test_functions(&content) {
         runners::unittest_functions_line(&args.file, args.test.as_deref())
     } else {
-        runners::command_line(framework, &args.file, args.test.as_deref(), &content, args.command.as_deref())
+        runners::command_line(framework, &args.file, args.test.as_deref(), &content, args.command.as_deref(), &runners::Layout::of(repo))
     };
     let req = ExecRequest::shell(&line)
         .timeout(Duration::from_secs(args.timeout_secs))

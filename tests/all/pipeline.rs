@@ -146,6 +146,19 @@ fn python_bug_is_reproduced_through_four_stages_with_context_passed_on() {
     // The prompt carries the repository's conventions: framework and an existing test.
     let system = messages(&reqs[0].body)[0]["content"].as_str().unwrap().to_string();
     assert!(system.contains("pytest") && system.contains("tests/test_slug.py") && system.contains("def test_initials"), "{system}");
+    // The test plan and generation see the conventions of the suspect code (where its
+    // tests live, how a test there runs), and the plan the one list of frameworks.
+    for i in [4, 5] {
+        let system = messages(&reqs[i].body)[0]["content"].as_str().unwrap().to_string();
+        assert!(system.contains("tests of `textkit/slug.py` live in `tests/test_slug.py`"), "{system}");
+        assert!(system.contains("python3 -m pytest") && system.contains("'tests/test_reproduce.py::test_name'"), "{system}");
+    }
+    let plan_system = messages(&reqs[4].body)[0]["content"].as_str().unwrap().to_string();
+    for f in reproagent::sandbox::runners::framework_names() {
+        assert!(plan_system.contains(&format!("`{f}`")), "{f} missing from the plan prompt: {plan_system}");
+    }
+    let plan_tool = reqs[4].body["tools"].as_array().unwrap().iter().find(|t| t["function"]["name"] == "submit_test_plan").unwrap().clone();
+    assert_eq!(plan_tool["function"]["parameters"]["properties"]["framework"]["enum"], json!(reproagent::sandbox::runners::framework_names()), "{plan_tool}");
     // The tool results went back: search_code found slugify, read_file gave its code.
     let after_read = messages(&reqs[2].body);
     let tool_msgs: Vec<&Value> = after_read.iter().filter(|m| m["role"] == "tool").collect();
