@@ -103,12 +103,16 @@ def localize(binary, case, outdir):
     issue = (Path(case["dir"]) / case["issue_file"]).read_text()
     res = {"gold_files": sorted(gold)}
     t = time.time()
-    if not (tree / ".reproagent").exists():
+    # The index of a tree is reused when the same binary made it (OUTDIR/trees/<id>.indexed).
+    stamp = outdir / "trees" / f"{cid}.indexed"
+    if not (stamp.exists() and stamp.read_text() == str(binary) and (tree / ".reproagent").is_dir()):
+        stamp.unlink(missing_ok=True)
         export_tree(case, tree)
         rc, out = run([str(binary), "index", str(tree)], check=False, timeout=3600)
         if rc != 0:
             res["error"] = f"index failed: {out.strip().splitlines()[-1] if out.strip() else rc}"
             return res
+        stamp.write_text(str(binary))
     res["index_secs"] = round(time.time() - t, 1)
     rc, out = run([str(binary), "localize", "--issue", str(Path(case["dir"]) / case["issue_file"]), "-C", str(tree), "--json",
                    "--limit", str(LIMIT)], check=False, timeout=600)
