@@ -54,11 +54,14 @@ def check_network(binary, outdir):
     return text
 
 
-def bench(binary, cases, outdir, adapter, jobs, only):
+def bench(binary, cases, outdir, adapter, jobs, only, reuse=False, extra=()):
     out = outdir / adapter
+    if reuse and (out / "run.json").exists():
+        log(f"bench {adapter}: reusing {out}/run.json")
+        return {c["case_id"]: c for c in json.loads((out / "run.json").read_text()).get("cases", [])}
     if out.exists():
         shutil.rmtree(out)
-    cmd = [str(binary), "bench", "run", "--suite", str(cases), "--adapter", adapter, "--sandbox", "local", "-j", str(jobs), "--out", str(out)]
+    cmd = [str(binary), "bench", "run", "--suite", str(cases), "--adapter", adapter, "--sandbox", "local", "-j", str(jobs), "--out", str(out), *extra]
     for c in only or []:
         cmd += ["--case", c]
     log(f"bench {adapter}: {' '.join(cmd)}")
@@ -147,8 +150,17 @@ def cell(s):
     return str(s).replace("|", "\\|").replace("\n", " ")
 
 
+def last_line(s):
+    """The line of an error that says what it is (a traceback's last line)."""
+    lines = [l.strip() for l in str(s or "").splitlines() if l.strip()]
+    for l in reversed(lines):
+        if re.match(r"^(E\s+)?[\w.]*(Error|Exception)\b", l):
+            return re.sub(r"^E\s+", "", l)
+    return lines[-1] if lines else ""
+
+
 def short(s, n=90):
-    s = " ".join(str(s or "").split())
+    s = " ".join(last_line(s).split()) if "\n" in str(s or "") else " ".join(str(s or "").split())
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
@@ -230,6 +242,7 @@ def main(argv):
     ap.add_argument("--only", nargs="*", default=None, help="only these case ids")
     ap.add_argument("--skip-bench", action="store_true", help="localization only")
     ap.add_argument("--skip-localize", action="store_true", help="bench runs only")
+    ap.add_argument("--reuse", action="store_true", help="reuse OUTDIR/<adapter>/run.json of an earlier run")
     a = ap.parse_args(argv)
     binary = a.binary.resolve()
     if not os.access(binary, os.X_OK):
@@ -255,8 +268,11 @@ def main(argv):
     gold, keyfree, loc = {}, {}, {}
     if not a.skip_bench:
         check_network(binary, outdir)
-        gold = bench(binary, a.cases, outdir, "gold", jobs, a.only)
-        keyfree = bench(binary, a.cases, outdir, "keyfree", jobs, a.only)
+        gold = bench(binary, a.cases, outdir, "gold", jobs, a.only, a.reuse)
+        # --no-verify: the gold run already says whether each case's own test is
+        # fail-to-pass; without it a case whose gold test cannot run is not given to the
+        # reproducer at all, and nothing would be learnt about what it builds and claims.
+        keyfree = bench(binary, a.cases, outdir, "keyfree", jobs, a.only, a.reuse, ["--no-verify"])
     if not a.skip_localize:
         for c in cases:
             t = time.time()
