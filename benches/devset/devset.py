@@ -472,6 +472,8 @@ def build(argv):
     a.mirrors = a.mirrors.resolve()
     if not a.mirrors.is_dir():
         die(f"{a.mirrors} is not a directory", "give --mirrors DIR holding owner+name/repo git directories (fetched)")
+    if os.geteuid() != 0:
+        die("the checks run with the network cut (unshare --net), which needs root", "run build.sh as root")
     if not a.skip_import and not os.access(a.bin, os.X_OK):
         die(f"{a.bin} is not an executable reproagent", "build it (cargo build --release) or give --bin / REPROAGENT")
     insts = all_insts = load_instances(a.instances)
