@@ -8,6 +8,7 @@
 pub mod agent;
 pub mod keyfree;
 pub mod pipeline;
+mod body;
 mod synth;
 
 use std::path::{Path, PathBuf};

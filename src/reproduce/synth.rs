@@ -138,6 +138,12 @@ pub fn find_snippet(facts: &IssueFacts, raw: &str, repo_langs: &[Lang]) -> Optio
             _ => {}
         }
     }
+    // Code pasted without fences: indented or plain lines that parse as Python.
+    if py {
+        if let Some(code) = super::body::unfenced_python(&facts.prose) {
+            return Some(Snippet { lang: Lang::Python, dialect: "python", code, from_doctest: false });
+        }
+    }
     None
 }
 
@@ -222,8 +228,8 @@ pub fn build(root: &Path, snippet: &Snippet, stem: &str, title: &str, expected: 
     let stem = slug(stem, 40);
     match snippet.dialect {
         "python" => {
-            let (imports, body): (Vec<&str>, Vec<&str>) =
-                snippet.code.lines().partition(|l| l.starts_with("import ") || l.starts_with("from "));
+            // Only the leading imports move up: an import after set-up code stays after it.
+            let (imports, body) = super::body::leading_imports(&snippet.code);
             let dir = test_dir(root, &["tests", "test"]);
             let file = format!("test_reproduce_{stem}.py");
             let path = dir.map(|d| format!("{d}/{file}")).unwrap_or(file);
@@ -238,9 +244,17 @@ pub fn build(root: &Path, snippet: &Snippet, stem: &str, title: &str, expected: 
             if !imports.is_empty() {
                 code.push_str("\n\n");
             }
+            if super::body::is_test_module(&snippet.code) {
+                // The issue's code is a test module already: written as it is.
+                for l in &body {
+                    code.push_str(l);
+                    code.push('\n');
+                }
+                return TestFile { path, code, framework: "pytest" };
+            }
             code.push_str(&format!("def test_{name}():\n"));
             let mut any = false;
-            let body: Vec<&str> = body.into_iter().skip_while(|l| l.trim().is_empty()).collect();
+            let body: Vec<&String> = body.iter().skip_while(|l| l.trim().is_empty()).collect();
             for l in body {
                 if l.trim().is_empty() {
                     code.push('\n');
