@@ -75,6 +75,8 @@ const TEST_FILE_FACTOR: f64 = 0.2;
 /// The file a traceback's innermost repository frame calls into, when the trace goes on
 /// outside the repository (or stops there): the frame's weight times this.
 const CALLED_FROM_FRAME: f64 = 0.5;
+/// How many pieces of evidence beyond the strongest count toward a file's score.
+const FILE_SUPPORT: usize = 4;
 /// BM25 over whole files: the file-level view of the issue's words.
 const FILE_TEXT_MATCH: f64 = 2.5;
 
@@ -308,26 +310,30 @@ pub fn localize(store: &Store, search: Option<&SearchIndex>, text: &str, limit: 
     }
     entities.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.entity.cmp(&b.entity)));
 
-    let mut per_file: BTreeMap<String, (f64, f64, String)> = BTreeMap::new(); // (max, sum, reason of max)
+    // A file's score: its strongest piece whole, and a quarter of its next strongest
+    // (at most `FILE_SUPPORT` entities): many weak matches in a long file (a test module
+    // matching the issue's words everywhere) do not add up to one strong one.
+    let mut per_file: BTreeMap<String, (Vec<f64>, String)> = BTreeMap::new(); // (entity scores, reason of max)
     for e in &entities {
-        let slot = per_file.entry(e.file.clone()).or_insert((0.0, 0.0, String::new()));
-        if e.score > slot.0 {
-            slot.0 = e.score;
-            slot.2 = format!("{} ({})", e.entity.as_deref().unwrap_or(""), e.reason);
+        let slot = per_file.entry(e.file.clone()).or_insert((Vec::new(), String::new()));
+        if slot.0.iter().all(|s| e.score > *s) {
+            slot.1 = format!("{} ({})", e.entity.as_deref().unwrap_or(""), e.reason);
         }
-        slot.1 += e.score;
+        slot.0.push(e.score);
     }
     for f in file_ev.keys() {
-        per_file.entry(f.clone()).or_insert((0.0, 0.0, String::new()));
+        per_file.entry(f.clone()).or_insert((Vec::new(), String::new()));
     }
     let mut ranked_files: Vec<Suspect> = per_file
         .into_iter()
-        .map(|(f, (max, sum, why))| {
+        .map(|(f, (mut scores, why))| {
             let direct = file_ev.get(&f);
             let factor = if is_test.get(f.as_str()).copied().unwrap_or(false) { test_factor } else { 1.0 };
             let direct_score = direct.map(|d| d.score() * factor).unwrap_or(0.0);
-            let top = max.max(direct_score);
-            let score = top + 0.25 * (sum + direct_score - top);
+            let max = scores.iter().copied().fold(0.0, f64::max);
+            scores.push(direct_score);
+            scores.sort_by(|a, b| b.total_cmp(a));
+            let score = scores[0] + 0.25 * scores.iter().skip(1).take(FILE_SUPPORT).sum::<f64>();
             let reason = match direct.and_then(|d| d.best.as_ref()) {
                 Some((w, r)) if *w * factor >= max => r.clone(),
                 _ => why,
@@ -354,18 +360,29 @@ fn match_path(files: &[(String, bool)], p: &str) -> Option<String> {
         .map(|i| want.len() - i - 1)
         .unwrap_or(0);
     let mut best: Option<(usize, &str)> = None;
+    let mut ties = 0;
     for (f, _) in files {
         let have: Vec<&str> = f.split('/').collect();
         let n = have.iter().rev().zip(want.iter().rev()).take_while(|(a, b)| a == b).count();
-        if n < need {
+        if n < need || !(n > 0 && n == have.len().min(want.len()) || n >= 2) {
             continue;
         }
-        if (n > 0 && n == have.len().min(want.len()) || n >= 2)
-            && best.is_none_or(|(bn, bf)| n > bn || (n == bn && f.as_str() < bf)) {
-                best = Some((n, f));
+        match best {
+            Some((bn, _)) if n < bn => {}
+            Some((bn, bf)) if n == bn => {
+                ties += 1;
+                if f.as_str() < bf {
+                    best = Some((n, f));
+                }
             }
+            _ => {
+                best = Some((n, f));
+                ties = 0;
+            }
+        }
     }
-    best.map(|(_, f)| f.to_string())
+    // A bare file name that several files carry (`manage.py`, `utils.py`) names none.
+    best.filter(|(n, _)| !(*n == 1 && ties > 0)).map(|(_, f)| f.to_string())
 }
 
 fn match_frame(store: &Store, files: &[(String, bool)], fr: &issue::Frame) -> Result<Option<String>, LocalizeError> {

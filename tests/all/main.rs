@@ -7,6 +7,7 @@ mod common;
 mod fixtures;
 mod index;
 mod interrupt;
+mod keyfree_body;
 mod localize;
 mod mcp;
 mod model;
