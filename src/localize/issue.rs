@@ -129,6 +129,18 @@ pub fn keyword_text(f: &IssueFacts) -> String {
     q
 }
 
+/// The whole issue's words, code blocks included (a command or an output names what
+/// it is about as much as the prose), without frame lines and path tokens: the query
+/// for BM25 over whole files.
+pub fn file_keyword_text(f: &IssueFacts) -> String {
+    let mut q = keyword_text(f);
+    for (_, body) in &f.code_blocks {
+        q.push(' ');
+        q.push_str(&prose_words(body));
+    }
+    q
+}
+
 /// The prose without frame lines and without path tokens.
 fn prose_words(prose: &str) -> String {
     let mut out = String::new();
@@ -221,8 +233,11 @@ fn collect_identifiers(code: &str, out: &mut Vec<String>) {
         if segs.len() > 1 {
             out.push(segs[segs.len() - 2..].join("."));
         }
-        for s in segs {
-            if s.len() > 1 && !KEYWORDS.contains(&s) {
+        // Of a dotted path only the last name is a name: the segments before it are
+        // packages and modules (`django.db.models.F` names `F`, not a thing called
+        // `django`), or a receiver whose own name says little.
+        if let Some(s) = segs.last() {
+            if s.len() > 1 && !KEYWORDS.contains(s) {
                 out.push(s.to_string());
             }
         }

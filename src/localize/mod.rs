@@ -78,7 +78,7 @@ const CALLED_FROM_FRAME: f64 = 0.5;
 /// How many pieces of evidence beyond the strongest count toward a file's score.
 const FILE_SUPPORT: usize = 4;
 /// BM25 over whole files: the file-level view of the issue's words.
-const FILE_TEXT_MATCH: f64 = 2.5;
+const FILE_TEXT_MATCH: f64 = 4.0;
 
 /// The evidence for one suspect: its strongest piece counts whole, the others a quarter,
 /// so one strong piece (the innermost frame) beats several weak ones (outer frames).
@@ -122,9 +122,13 @@ pub fn localize(store: &Store, search: Option<&SearchIndex>, text: &str, limit: 
     let facts = issue::read(text);
     let files = store.query("?[path, is_test] := *file{path, is_test}", BTreeMap::new())?;
     let files: Vec<(String, bool)> = files.rows.iter().map(|r| (s(&r[0]), r[1].get_bool().unwrap_or(false))).collect();
-    let is_test: HashMap<&str, bool> = files.iter().map(|(p, t)| (p.as_str(), *t)).collect();
-    // An issue about a test names one of the repository's test files.
-    let about_tests = facts.paths.iter().filter_map(|p| match_path(&files, p)).any(|p| is_test.get(p.as_str()).copied().unwrap_or(false));
+    // Test files by the index's conventions, and by the directories projects keep tests,
+    // documentation and examples in (`testing/python/raises.py`, `doc/en/example/x.py`):
+    // none of them is where a library's bug is.
+    let is_test: HashMap<&str, bool> = files.iter().map(|(p, t)| (p.as_str(), *t || aside_from_code(p))).collect();
+    // An issue about a test names test files of the repository and no other file.
+    let named: Vec<bool> = facts.paths.iter().filter_map(|p| match_path(&files, p)).map(|p| is_test.get(p.as_str()).copied().unwrap_or(false)).collect();
+    let about_tests = !named.is_empty() && named.iter().all(|t| *t);
     let test_factor = if about_tests { 1.0 } else { TEST_FILE_FACTOR };
 
     let mut ent: BTreeMap<String, Evidence> = BTreeMap::new();
@@ -258,7 +262,7 @@ pub fn localize(store: &Store, search: Option<&SearchIndex>, text: &str, limit: 
             }
         }
         // Whole files: what plain BM25 over files would rank.
-        let hits = index.search(&q, Some("file"), None, 20)?;
+        let hits = index.search(&issue::file_keyword_text(&facts), Some("file"), None, 20)?;
         let max = hits.iter().map(|h| h.score).fold(0.0f32, f32::max).max(1e-6);
         for (rank, h) in hits.iter().enumerate() {
             let w = FILE_TEXT_MATCH * (h.score / max) as f64;
@@ -345,6 +349,13 @@ pub fn localize(store: &Store, search: Option<&SearchIndex>, text: &str, limit: 
     ranked_files.truncate(limit);
     entities.truncate(limit);
     Ok(Localization { files: ranked_files, entities, issue: facts })
+}
+
+/// A file in a directory of tests, documentation or examples.
+fn aside_from_code(path: &str) -> bool {
+    let mut dirs: Vec<&str> = path.split('/').collect();
+    dirs.pop();
+    dirs.iter().any(|d| matches!(*d, "tests" | "test" | "testing" | "__tests__" | "doc" | "docs" | "example" | "examples" | "benchmarks"))
 }
 
 /// A repository file whose path is the longest suffix of `p` (component-wise). A path
