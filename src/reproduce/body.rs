@@ -244,7 +244,7 @@ fn repo_imports(store: &Store, names: &[String]) -> BTreeMap<String, String> {
     }
     let list = DataValue::List(names.iter().map(|n| DataValue::from(n.as_str())).collect());
     let q = "?[module, name, alias, count(file)] := *imports{file, module, name, alias}, is_in(alias, $names)
-             ?[module, name, alias, count(file)] := *imports{file, module, name, alias}, alias = '', is_in(name, $names)
+             ?[module, name, alias, count(file)] := *imports{file, module, name, alias}, is_in(name, $names)
              ?[module, name, alias, count(file)] := *imports{file, module, name, alias}, name = '', alias = '', is_in(module, $names)";
     if let Ok(r) = store.query(q, [("names".to_string(), list.clone())].into()) {
         let mut best: BTreeMap<String, (i64, String)> = BTreeMap::new();
@@ -258,6 +258,8 @@ fn repo_imports(store: &Store, names: &[String]) -> BTreeMap<String, String> {
                 ("", "") => (module.to_string(), format!("import {module}")),
                 ("", a) => (a.to_string(), format!("import {module} as {a}")),
                 (nm, "") => (nm.to_string(), format!("from {module} import {nm}")),
+                // `from m import name as short` still says where `name` comes from.
+                (nm, a) if !names.iter().any(|n| n == a) => (nm.to_string(), format!("from {module} import {nm}")),
                 (nm, a) => (a.to_string(), format!("from {module} import {nm} as {a}")),
             };
             if !names.contains(&bound) {
@@ -275,8 +277,8 @@ fn repo_imports(store: &Store, names: &[String]) -> BTreeMap<String, String> {
         return out;
     }
     let q = "?[name, file] := *entity:by_name{name, id}, is_in(name, $names), *entity{id, kind, file},
-                 or(kind = 'class', kind = 'function'), *contains:by_child{child: id, parent}, parent = file,
-                 *file{path: file, is_test}, !is_test";
+                 is_in(kind, ['class', 'function']), *contains:by_child{child: id, parent}, parent == file,
+                 *file{path: file, is_test}, is_test == false";
     if let Ok(r) = store.query(q, [("names".to_string(), DataValue::List(rest))].into()) {
         let mut by: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for row in &r.rows {

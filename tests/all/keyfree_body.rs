@@ -110,6 +110,17 @@ fn the_value_the_prose_calls_wrong_becomes_the_assertion() {
 }
 
 #[test]
+fn a_function_nothing_imports_is_imported_from_the_one_module_that_defines_it() {
+    let issue = "tidy keeps separators\n\n```\ntidy('_ab cd_')\n```\n\nThe result is wrong: `'-ab-cd-'`.\n";
+    let o = reproduced_and_fixed(
+        &[("textkit/__init__.py", ""), ("textkit/clean.py", TEXTKIT_BUGGY)],
+        ("textkit/clean.py", TEXTKIT_FIXED),
+        issue,
+    );
+    assert!(o.test_code.unwrap().contains("from textkit.clean import tidy"));
+}
+
+#[test]
 fn a_test_class_without_fences_and_pytest_e_lines_are_read() {
     let issue = "tidy on a separator-only string\n\nOur suite has this test, pasted here:\n\nimport unittest\nfrom textkit import tidy\n\nclass TestTidy(unittest.TestCase):\n    def test_only_separators(self):\n        self.assertEqual(tidy('__'), '')\n\nand pytest says\n\nE   AssertionError: '--' != ''\n\nThanks!\n";
     let facts = localize::read_issue(issue);
