@@ -180,7 +180,14 @@ fn in_binding_target(mut n: tree_sitter::Node) -> bool {
 /// by the name each binds.
 fn issue_imports(text: &str) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
+    // Lines, and the code spans inside lines (`from x import y` written in a sentence).
+    let mut pieces: Vec<&str> = text.lines().collect();
     for line in text.lines() {
+        let mut parts = line.split('`');
+        parts.next();
+        pieces.extend(parts.step_by(2));
+    }
+    for line in pieces {
         let t = line.trim().trim_start_matches(">>> ").trim_start_matches("... ").trim();
         let t = t.split('#').next().unwrap_or("").trim().trim_matches('`');
         if let Some(rest) = t.strip_prefix("import ") {
@@ -741,6 +748,18 @@ mod tests {
     fn free_names_skip_bindings_attributes_and_builtins() {
         let code = "import os\nfrom a.b import c as d\nx = sympy.Symbol('x')\nfor i, j in pairs:\n    print(len(i), j, d)\ndef f(p, q=np.nan, *r, **s):\n    return p + q + helper(key=1)\nobj.attr.method()\n";
         assert_eq!(free_names(code), vec!["sympy", "pairs", "np", "helper", "obj"]);
+    }
+
+    #[test]
+    fn names_come_from_the_issues_other_code_and_conventions() {
+        let raw = "Login breaks\n\nMy app is built as `app = Server(__name__)` with `from webkit import Server`.\n\n```python\nclient = app.client()\nprint(np.zeros(2), client.get('/'))\n```\n";
+        let facts = crate::localize::read_issue(raw);
+        let dir = tempfile::tempdir().unwrap();
+        let code = add_missing_names(&facts.code_blocks[0].1, &facts, raw, None, dir.path());
+        assert_eq!(
+            code,
+            "from webkit import Server\napp = Server(__name__)\nclient = app.client()\nimport numpy as np\nprint(np.zeros(2), client.get('/'))\n"
+        );
     }
 
     #[test]
