@@ -601,6 +601,18 @@ fn final_expression(code: &str) -> Option<(usize, String)> {
         .then_some((k, expr))
 }
 
+/// A Python literal: a number, a quoted string, True/False/None, or a bracketed
+/// collection that parses and calls nothing.
+fn literal(v: &str) -> bool {
+    let v = v.trim();
+    if matches!(v, "True" | "False" | "None") || v.parse::<f64>().is_ok() {
+        return true;
+    }
+    let quoted = v.len() >= 2 && (v.starts_with('\'') && v.ends_with('\'') || v.starts_with('"') && v.ends_with('"'));
+    let bracketed = v.starts_with(['[', '(', '{']) && v.ends_with([']', ')', '}']);
+    quoted || bracketed && parses(v) && !v.chars().any(|c| c.is_alphabetic() && !v.contains('\'') && !v.contains('"'))
+}
+
 /// The text of a value as a Python string literal: a quoted literal's contents, else the
 /// text itself (what `str()` of the value prints).
 fn text_of(value: &str) -> String {
@@ -616,8 +628,14 @@ fn text_of(value: &str) -> String {
 /// None when the prose gives no value, or the code ends in no expression.
 pub fn final_assertion(code: &str, values: &ProseValues) -> Option<String> {
     let (k, expr) = final_expression(code)?;
-    let observed = values.observed.iter().find(|o| !values.expected.contains(o) && !expr.contains(o.as_str()));
-    let expected = values.expected.iter().find(|e| !expr.contains(e.as_str()));
+    // An expected value must be a literal (`'a-b'`, `2.5`, `None`, `[1, 2]`): "I expected
+    // `f()` to raise" names code, not a value. What it gives today may be printed text
+    // (`Max(2, x)`) when the prose also says what it should be.
+    let expected = values.expected.iter().find(|e| !expr.contains(e.as_str()) && literal(e));
+    let observed = values
+        .observed
+        .iter()
+        .find(|o| !values.expected.contains(o) && !expr.contains(o.as_str()) && (literal(o) || expected.is_some() && !o.contains(' ')));
     let lines: Vec<&str> = code.lines().collect();
     let mut out: String = lines[..k].iter().map(|l| format!("{l}\n")).collect();
     let norm = "\"\".join(str(_value).split())";
@@ -787,6 +805,9 @@ mod tests {
         let v = ProseValues { expected: vec!["'A[b, 2]'".into()], observed: vec!["'A(2, b)'".into()] };
         let out = final_assertion("b = sym('b')\nprint(render(A(b, 2)))\n", &v).unwrap();
         assert!(out.starts_with("b = sym('b')\n_value = render(A(b, 2))\nassert \"\".join(str(_value).split()) != \"\".join(\"A(2, b)\".split())"), "{out}");
+        // Code is not a value.
+        let v = ProseValues { expected: vec!["load()".into()], observed: vec!["3 items".into()] };
+        assert!(final_assertion("m = load()\nm.tags\n", &v).is_none());
         let v = ProseValues { expected: vec!["None".into()], observed: vec![] };
         let out = final_assertion("m = load()\nm.tags\n", &v).unwrap();
         assert!(out.contains("_value = m.tags\nassert \"\".join(str(_value).split()) == \"\".join(\"None\".split())"), "{out}");
