@@ -15,6 +15,7 @@
 
 pub mod adapter;
 pub mod case;
+pub mod localize;
 pub mod mine;
 pub mod report;
 pub mod run;

@@ -25,7 +25,8 @@ const NOTES: [&str; 6] = [
     "judged = scored cases + adapter errors: invalid cases (the case itself is broken: repository missing, gold patch \
      does not apply, tests cannot run) are left out of the rates; an adapter error counts as a failure.",
     "failure matches issue: of the judged cases whose issue reports an error type (matchable), how many failed on the \
-     buggy tree with that type.",
+     buggy tree with that type (and, when the issue gives a message, with that message: one holds the other, or two \
+     thirds of its words are there).",
     "cost and model calls are summed over the run's cases; wall time is the whole run's (cases run in parallel).",
 ];
 

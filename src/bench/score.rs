@@ -161,17 +161,51 @@ pub fn summarize_runs(runs: &[TestResult]) -> RunSummary {
     }
 }
 
-/// The error type the issue reports, if it reports one.
+/// The error the issue reports (its type, and its message when it gives one), if it
+/// reports one.
 pub fn issue_expected(issue: &str) -> Option<Expected> {
     let facts = localize::read_issue(issue);
-    facts.exceptions.last().map(|e| Expected { kind: e.kind.clone(), message: None })
+    facts.exceptions.last().map(|e| Expected { kind: e.kind.clone(), message: (!e.message.trim().is_empty()).then(|| e.message.clone()) })
 }
 
 /// Does the failure before the fix show the error the issue reports? None when the
-/// issue reports no error type. The type is compared without its module.
+/// issue reports no error type. The type is compared without its module; when the issue
+/// gives a message, the failure's must say the same (see [`message_matches`]).
 pub fn matches_issue(expected: Option<&Expected>, before: &[TestResult]) -> Option<bool> {
     let e = expected?;
-    Some(before.iter().flat_map(|r| r.failures.iter()).any(|f| keyfree::matches(e, f.kind.as_deref(), &f.message)))
+    let kind_only = Expected { kind: e.kind.clone(), message: None };
+    Some(before.iter().flat_map(|r| r.failures.iter()).any(|f| {
+        keyfree::matches(&kind_only, f.kind.as_deref(), &f.message) && e.message.as_deref().is_none_or(|m| message_matches(m, &f.message))
+    }))
+}
+
+/// The words of a message that say what it is: letters-first tokens of three or more
+/// characters, without paths, addresses (`0x7f3a...`) and numbers, which differ between machines.
+fn message_words(m: &str) -> Vec<String> {
+    m.split_whitespace()
+        .filter(|t| !t.contains('/') && !t.contains('\\'))
+        .flat_map(|t| t.split(|c: char| !(c.is_alphanumeric() || c == '_')))
+        .filter(|w| w.len() >= 3 && w.chars().next().is_some_and(|c| c.is_alphabetic()) && !w.starts_with("0x"))
+        .map(|w| w.to_lowercase())
+        .collect()
+}
+
+/// Does a failure's message say what the issue's says? One holds the other (spacing and
+/// quotes aside), or at least two thirds of the issue's words are in the failure's: a
+/// reporter's message carries their own values (paths, object ids), the test's its own.
+pub fn message_matches(issue: &str, got: &str) -> bool {
+    let norm = |s: &str| s.chars().filter(|c| !c.is_whitespace() && !matches!(c, '\'' | '"' | '`')).collect::<String>().to_lowercase();
+    let (a, b) = (norm(issue), norm(got));
+    if a.is_empty() || (!b.is_empty() && (b.contains(&a) || a.contains(&b))) {
+        return true;
+    }
+    let want = message_words(issue);
+    if want.is_empty() {
+        return false;
+    }
+    let have = message_words(got);
+    let hit = want.iter().filter(|w| have.contains(w)).count();
+    3 * hit >= 2 * want.len()
 }
 
 impl Scorer {
@@ -308,5 +342,18 @@ pub(crate) fn one_line(s: &str) -> String {
         format!("{}...", l.chars().take(300).collect::<String>())
     } else {
         l
+    }
+}
+
+#[cfg(test)]
+mod message_tests {
+    use super::message_matches;
+
+    #[test]
+    fn messages_match_by_containment_or_most_words() {
+        assert!(message_matches("'zero'", "KeyError: 'zero'"));
+        assert!(message_matches("[Errno 2] No such file or directory: '/home/ann/data/x.csv'", "[Errno 2] No such file or directory: '/tmp/pytest-3/x.csv'"));
+        assert!(!message_matches("list index out of range", "unsupported operand type(s) for +: 'int' and 'str'"));
+        assert!(!message_matches("'colour'", "'size'"));
     }
 }

@@ -28,6 +28,22 @@ pub enum BenchCommand {
     Import(ImportArgs),
     Export(ExportArgs),
     Mine(MineArgs),
+    Localize(LocalizeArgs),
+}
+
+/// Measure localization on cases: the rank of the gold patch's file in `reproagent
+/// localize`'s ranking and in plain BM25 over the same index's files (the issue text as
+/// the query), per case, then the rank-1/top-5/top-10 counts of both. Each case's buggy
+/// tree is materialized and indexed in a temporary directory.
+#[derive(Args, Debug)]
+pub struct LocalizeArgs {
+    /// A case directory (with case.json), or a directory of them.
+    pub cases: PathBuf,
+    /// Only these cases (repeatable).
+    #[arg(long = "case")]
+    pub only: Vec<String>,
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Run one reproducer over a suite: each case's candidate test runs on the buggy tree
@@ -206,7 +222,55 @@ pub fn run(args: BenchArgs) -> anyhow::Result<i32> {
         BenchCommand::Import(a) => import(a),
         BenchCommand::Export(a) => export(a).map(|_| 0),
         BenchCommand::Mine(a) => mine(a).map(|_| 0),
+        BenchCommand::Localize(a) => {
+            crate::sandbox::interrupt::install().map_err(|e| anyhow::anyhow!("installing the Ctrl-C handler: {e}"))?;
+            let r = localize(a);
+            crate::sandbox::interrupt::wait_if_interrupted();
+            r.map(|_| 0)
+        }
     }
+}
+
+fn rank_cell(r: Option<usize>) -> String {
+    r.map(|r| r.to_string()).unwrap_or_else(|| format!(">{}", bench::localize::DEPTH))
+}
+
+fn localize(a: LocalizeArgs) -> anyhow::Result<()> {
+    if !a.cases.exists() {
+        return Err(super::with_hint(format!("cases directory {} does not exist", a.cases.display()), Some("give a case directory or a directory of them (reproagent bench import makes them)")));
+    }
+    let json = a.json;
+    let show = |r: &bench::localize::CaseRanks| {
+        if json || crate::sandbox::interrupt::interrupted() {
+            return;
+        }
+        match &r.error {
+            Some(e) => eprintln!("{}: not measured: {e}", r.case_id),
+            None => eprintln!(
+                "{}: localize {}, bm25 {} ({:.2} s; top: {} | {})",
+                r.case_id,
+                rank_cell(r.localize_rank),
+                rank_cell(r.bm25_rank),
+                r.localize_secs,
+                r.localize_top.as_deref().unwrap_or("-"),
+                r.bm25_top.as_deref().unwrap_or("-")
+            ),
+        }
+    };
+    let ranks = bench::localize::run(&a.cases, &a.only, &show).map_err(|e| super::with_hint(format!("{}: {e}", a.cases.display()), Some("give a readable case directory")))?;
+    if ranks.is_empty() {
+        return Err(super::with_hint(format!("no cases under {}", a.cases.display()), Some("a case is a directory with a case.json; check --case")));
+    }
+    let s = bench::localize::summarize(&ranks);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "cases": ranks, "summary": s }))?);
+    } else {
+        println!("gold file rank over {} measured case(s) of {}:", s.measured, s.cases);
+        println!("  localize: rank 1 {}, top 5 {}, top 10 {}", s.localize.top1, s.localize.top5, s.localize.top10);
+        println!("  bm25:     rank 1 {}, top 5 {}, top 10 {}", s.bm25.top1, s.bm25.top5, s.bm25.top10);
+        println!("  slowest localization: {:.2} s", s.max_localize_secs);
+    }
+    Ok(())
 }
 
 fn err(e: bench::BenchError) -> anyhow::Error {

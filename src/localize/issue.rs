@@ -56,8 +56,9 @@ pub fn read(text: &str) -> IssueFacts {
         .unwrap_or("")
         .to_string();
     // Frames and exceptions anywhere (tracebacks are often pasted without fences).
-    for line in text.lines() {
-        if let Some(fr) = python_frame(line) {
+    let lines: Vec<&str> = text.lines().collect();
+    for (i, line) in lines.iter().enumerate() {
+        if let Some(fr) = python_frame(line).or_else(|| ipython_frame(line, &lines[i + 1..])) {
             f.innermost_last = true;
             f.frames.push(fr);
         } else if let Some(fr) = java_frame(line).or_else(|| js_frame(line)) {
@@ -74,7 +75,7 @@ pub fn read(text: &str) -> IssueFacts {
         collect_identifiers(&span, &mut idents);
     }
     // Frame lines are counted as frames; the code lines between them are identifiers.
-    let is_frame = |l: &str| python_frame(l).is_some() || java_frame(l).is_some() || js_frame(l).is_some();
+    let is_frame = |l: &str| is_frame_line(l);
     for (_, body) in &f.code_blocks {
         for line in body.lines().filter(|l| !is_frame(l)) {
             collect_identifiers(line, &mut idents);
@@ -82,7 +83,7 @@ pub fn read(text: &str) -> IssueFacts {
     }
     // Identifiers the prose writes in code style even without backticks: snake_case,
     // camelCase and dotted names.
-    for w in prose.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.')) {
+    for w in prose_words(&prose).split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.')) {
         let w = w.trim_matches('.');
         if w.len() > 2 && (w.contains('_') || w.contains('.') || has_inner_upper(w)) && !w.contains("..") {
             collect_identifiers(w, &mut idents);
@@ -99,6 +100,64 @@ pub fn read(text: &str) -> IssueFacts {
     }
     f.prose = prose;
     f
+}
+
+/// A line of a stack trace: a frame in any of the formats `read` knows.
+pub fn is_frame_line(l: &str) -> bool {
+    python_frame(l).is_some() || java_frame(l).is_some() || js_frame(l).is_some() || ipython_frame(l, &[]).is_some()
+}
+
+/// The words BM25 should read: the title and the prose, without frame lines and without
+/// tokens that are paths (`.../site-packages/django/core/x.py` says where the reporter's
+/// copy is installed, not what the issue is about; the frames and named paths count on
+/// their own), then the exceptions.
+pub fn keyword_text(f: &IssueFacts) -> String {
+    let mut q = f.title.clone();
+    let words = prose_words(&f.prose);
+    let mut end = words.len().min(1500);
+    while !words.is_char_boundary(end) {
+        end -= 1;
+    }
+    q.push(' ');
+    q.push_str(&words[..end]);
+    for e in &f.exceptions {
+        q.push(' ');
+        q.push_str(&e.kind);
+        q.push(' ');
+        q.push_str(&e.message);
+    }
+    q
+}
+
+/// The whole issue's words, code blocks included (a command or an output names what
+/// it is about as much as the prose), without frame lines and path tokens: the query
+/// for BM25 over whole files.
+pub fn file_keyword_text(f: &IssueFacts) -> String {
+    let mut q = keyword_text(f);
+    for (_, body) in &f.code_blocks {
+        q.push(' ');
+        q.push_str(&prose_words(body));
+    }
+    q
+}
+
+/// The prose without frame lines and without path tokens.
+fn prose_words(prose: &str) -> String {
+    let mut out = String::new();
+    for line in prose.lines() {
+        if is_frame_line(line) || line.trim_start().starts_with("Traceback (most recent call last)") {
+            continue;
+        }
+        for w in line.split_whitespace() {
+            if w.contains('/') || w.contains('\\') || w.starts_with("file:") {
+                continue;
+            }
+            out.push_str(w);
+            out.push(' ');
+        }
+        out.push('\n');
+    }
+    out
 }
 
 fn has_inner_upper(w: &str) -> bool {
@@ -174,8 +233,11 @@ fn collect_identifiers(code: &str, out: &mut Vec<String>) {
         if segs.len() > 1 {
             out.push(segs[segs.len() - 2..].join("."));
         }
-        for s in segs {
-            if s.len() > 1 && !KEYWORDS.contains(&s) {
+        // Of a dotted path only the last name is a name: the segments before it are
+        // packages and modules (`django.db.models.F` names `F`, not a thing called
+        // `django`), or a receiver whose own name says little.
+        if let Some(s) = segs.last() {
+            if s.len() > 1 && !KEYWORDS.contains(s) {
                 out.push(s.to_string());
             }
         }
@@ -220,6 +282,50 @@ fn python_frame(line: &str) -> Option<Frame> {
     Some(Frame { path: path.to_string(), line: num.trim().parse().ok()?, function, class: String::new() })
 }
 
+/// IPython and Jupyter frames, which print the path and the function on one line and
+/// mark the line with an arrow below it:
+/// `~/x/site-packages/pkg/mod.py in func(a, b)` (with `-> 12     code` a few lines on),
+/// `[c:\x\pkg\mod.py](file:///c:/x/pkg/mod.py) in func(a)`, and IPython 8's
+/// `File ~/x/pkg/mod.py:12, in func(a)`.
+fn ipython_frame(line: &str, after: &[&str]) -> Option<Frame> {
+    let t = line.trim();
+    if let Some(rest) = t.strip_prefix("File ") {
+        // IPython 8: `File PATH:LINE, in FUNC(...)`.
+        let (loc, func) = rest.split_once(", in ")?;
+        let (path, num) = loc.rsplit_once(':')?;
+        if !is_source_path(path) {
+            return None;
+        }
+        let function = func.split('(').next().unwrap_or("").trim().to_string();
+        return Some(Frame { path: path.to_string(), line: num.trim().parse().ok()?, function, class: String::new() });
+    }
+    let (loc, func) = t.rsplit_once(" in ")?;
+    let path = match loc.strip_prefix('[') {
+        Some(inner) => inner.split_once("](").map(|(p, _)| p)?,
+        None => loc,
+    };
+    let path = path.trim();
+    if !is_source_path(path) || path.contains(' ') {
+        return None;
+    }
+    let function = func.split('(').next().unwrap_or("").trim();
+    if function.is_empty() || !function.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '<' || c == '>') {
+        return None;
+    }
+    // The arrow line: `-> 2144         grid.map_diag(...)`, before the next frame.
+    let num = after
+        .iter()
+        .take(20)
+        .take_while(|l| !(l.contains(".py in ") || l.contains(".py](")))
+        .find_map(|l| l.trim_start().strip_prefix("->").and_then(|r| r.split_whitespace().next()).and_then(|n| n.parse::<u32>().ok()))
+        .unwrap_or(0);
+    Some(Frame { path: path.to_string(), line: num, function: function.to_string(), class: String::new() })
+}
+
+fn is_source_path(p: &str) -> bool {
+    (p.contains('/') || p.contains('\\')) && p.rsplit_once('.').is_some_and(|(_, e)| e == "py" || e == "pyx")
+}
+
 /// `  at com.acme.Foo.bar(Foo.java:12)`
 fn java_frame(line: &str) -> Option<Frame> {
     let t = line.trim().strip_prefix("at ")?;
@@ -257,6 +363,10 @@ fn js_frame(line: &str) -> Option<Frame> {
 /// `Exception in thread "main" a.b.FooException: msg`, `TypeError: x is not a function`.
 fn exception_line(line: &str) -> Option<Exception> {
     let mut t = line.trim();
+    // pytest's report: `E   FileNotFoundError: [Errno 2] ...`.
+    if let Some(rest) = t.strip_prefix("E ") {
+        t = rest.trim_start();
+    }
     if let Some(i) = t.find("Exception in thread") {
         let rest = &t[i..];
         let after = rest.split_once("\" ")?.1;

@@ -69,8 +69,16 @@ const TEXT_MATCH: f64 = 3.0;
 const NEIGHBOUR: f64 = 1.0;
 /// A name carried by more entities than this says little.
 const MAX_NAME_MATCHES: usize = 8;
-/// Test files are where a bug shows, rarely where it is.
-const TEST_FILE_FACTOR: f64 = 0.5;
+/// Test files are where a bug shows, rarely where it is: they rank below the code they
+/// test unless the issue is about a test (it names a test file of the repository).
+const TEST_FILE_FACTOR: f64 = 0.2;
+/// The file a traceback's innermost repository frame calls into, when the trace goes on
+/// outside the repository (or stops there): the frame's weight times this.
+const CALLED_FROM_FRAME: f64 = 0.5;
+/// How many pieces of evidence beyond the strongest count toward a file's score.
+const FILE_SUPPORT: usize = 4;
+/// BM25 over whole files: the file-level view of the issue's words.
+const FILE_TEXT_MATCH: f64 = 4.0;
 
 /// The evidence for one suspect: its strongest piece counts whole, the others a quarter,
 /// so one strong piece (the innermost frame) beats several weak ones (outer frames).
@@ -114,7 +122,14 @@ pub fn localize(store: &Store, search: Option<&SearchIndex>, text: &str, limit: 
     let facts = issue::read(text);
     let files = store.query("?[path, is_test] := *file{path, is_test}", BTreeMap::new())?;
     let files: Vec<(String, bool)> = files.rows.iter().map(|r| (s(&r[0]), r[1].get_bool().unwrap_or(false))).collect();
-    let is_test: HashMap<&str, bool> = files.iter().map(|(p, t)| (p.as_str(), *t)).collect();
+    // Test files by the index's conventions, and by the directories projects keep tests,
+    // documentation and examples in (`testing/python/raises.py`, `doc/en/example/x.py`):
+    // none of them is where a library's bug is.
+    let is_test: HashMap<&str, bool> = files.iter().map(|(p, t)| (p.as_str(), *t || aside_from_code(p))).collect();
+    // An issue about a test names test files of the repository and no other file.
+    let named: Vec<bool> = facts.paths.iter().filter_map(|p| match_path(&files, p)).map(|p| is_test.get(p.as_str()).copied().unwrap_or(false)).collect();
+    let about_tests = !named.is_empty() && named.iter().all(|t| *t);
+    let test_factor = if about_tests { 1.0 } else { TEST_FILE_FACTOR };
 
     let mut ent: BTreeMap<String, Evidence> = BTreeMap::new();
     let mut file_ev: BTreeMap<String, Evidence> = BTreeMap::new();
@@ -136,8 +151,17 @@ pub fn localize(store: &Store, search: Option<&SearchIndex>, text: &str, limit: 
         frames.reverse();
     }
     let mut step = 0;
+    // The innermost frame that is in the repository, and whether frames outside it come
+    // after it (the trace went on into the standard library or a dependency).
+    let mut innermost_repo: Option<(String, i64, f64)> = None;
+    let mut outside_before_first_repo = false;
     for fr in frames {
-        let Some(path) = match_frame(store, &files, fr)? else { continue };
+        let Some(path) = match_frame(store, &files, fr)? else {
+            if innermost_repo.is_none() {
+                outside_before_first_repo = true;
+            }
+            continue;
+        };
         let mut w = FRAME * 0.5f64.powi(step);
         step += 1;
         if is_test.get(path.as_str()).copied().unwrap_or(false) {
@@ -155,7 +179,31 @@ pub fn localize(store: &Store, search: Option<&SearchIndex>, text: &str, limit: 
         let inner = r.rows.iter().min_by_key(|x| (x[4].get_int().unwrap_or(0) - x[3].get_int().unwrap_or(0), s(&x[0])));
         if let Some(x) = inner {
             let id = remember(x, &mut rows);
+            if innermost_repo.is_none() {
+                innermost_repo = Some((id.clone(), fr.line as i64, w));
+            }
             ent.entry(id).or_default().add(w, reason);
+        } else if innermost_repo.is_none() {
+            // A frame at module level or with no line: nothing to follow.
+            innermost_repo = Some((String::new(), 0, w));
+        }
+    }
+    // What the innermost repository frame calls on its line, when the trace goes on
+    // outside the repository: the repository code it hands its arguments to is as
+    // likely the culprit as the frame itself.
+    if let Some((id, line, w)) = innermost_repo.filter(|(id, _, _)| !id.is_empty()) {
+        if outside_before_first_repo {
+            let r = store.query(
+                "?[callee, file, kind, start_line, end_line] := *calls{caller: $c, line: $l, callee, confidence}, confidence >= 0.5,
+                     *entity{id: callee, file, kind, start_line, end_line}",
+                [("c".to_string(), DataValue::from(id.as_str())), ("l".to_string(), DataValue::from(line))].into(),
+            )?;
+            for x in &r.rows {
+                let callee = remember(x, &mut rows);
+                if callee != id {
+                    ent.entry(callee).or_default().add(w * CALLED_FROM_FRAME, || format!("called by {id} at the traceback's line {line}"));
+                }
+            }
         }
     }
 
@@ -168,18 +216,20 @@ pub fn localize(store: &Store, search: Option<&SearchIndex>, text: &str, limit: 
 
     // Names in code spans and blocks.
     for ident in facts.identifiers.iter().take(40) {
-        let (weight, r) = if ident.contains('.') {
-            let r = store.query(
-                "?[id, file, kind, start_line, end_line] := *entity{id, file, kind, qname, start_line, end_line}, ends_with(qname, $q)",
-                [("q".to_string(), DataValue::from(format!(".{ident}").as_str()))].into(),
-            )?;
-            (QUALIFIED_NAMED, r)
+        // Both kinds are one indexed lookup by the last name; a dotted name then keeps
+        // the entities whose qualified name ends with it.
+        let last = ident.rsplit('.').next().unwrap_or(ident);
+        let mut r = store.query(
+            "?[id, file, kind, start_line, end_line, qname] := *entity:by_name{name: $n, id}, *entity{id, file, kind, qname, start_line, end_line}",
+            [("n".to_string(), DataValue::from(last))].into(),
+        )?;
+        let weight = if ident.contains('.') {
+            let tail = format!(".{ident}");
+            r.rows.retain(|x| s(&x[5]).ends_with(&tail));
+            QUALIFIED_NAMED
         } else {
-            let r = store.query(
-                "?[id, file, kind, start_line, end_line] := *entity:by_name{name: $n, id}, *entity{id, file, kind, start_line, end_line}, kind != 'module'",
-                [("n".to_string(), DataValue::from(ident.as_str()))].into(),
-            )?;
-            (NAME_NAMED, r)
+            r.rows.retain(|x| s(&x[2]) != "module");
+            NAME_NAMED
         };
         if r.rows.is_empty() || r.rows.len() > MAX_NAME_MATCHES {
             continue;
@@ -193,15 +243,7 @@ pub fn localize(store: &Store, search: Option<&SearchIndex>, text: &str, limit: 
 
     // The issue's words over the keyword index.
     if let Some(index) = search {
-        let mut q = facts.title.clone();
-        q.push(' ');
-        q.push_str(&facts.prose.chars().take(1500).collect::<String>());
-        for e in &facts.exceptions {
-            q.push(' ');
-            q.push_str(&e.kind);
-            q.push(' ');
-            q.push_str(&e.message);
-        }
+        let q = issue::keyword_text(&facts);
         let hits = index.search(&q, None, None, 30)?;
         let max = hits.iter().map(|h| h.score).fold(0.0f32, f32::max).max(1e-6);
         for (rank, h) in hits.iter().enumerate() {
@@ -219,6 +261,13 @@ pub fn localize(store: &Store, search: Option<&SearchIndex>, text: &str, limit: 
                 ent.entry(h.id.clone()).or_default().add(w, reason);
             }
         }
+        // Whole files: what plain BM25 over files would rank.
+        let hits = index.search(&issue::file_keyword_text(&facts), Some("file"), None, 20)?;
+        let max = hits.iter().map(|h| h.score).fold(0.0f32, f32::max).max(1e-6);
+        for (rank, h) in hits.iter().enumerate() {
+            let w = FILE_TEXT_MATCH * (h.score / max) as f64;
+            file_ev.entry(h.path.clone()).or_default().add(w, || format!("the file matches the issue's words (file rank {})", rank + 1));
+        }
     }
 
     // The neighbours of the strongest suspects in the call graph.
@@ -233,8 +282,12 @@ pub fn localize(store: &Store, search: Option<&SearchIndex>, text: &str, limit: 
                 continue;
             }
             if !rows.contains_key(&other) {
-                if let Some(e) = graph::entity(store, &other)? {
-                    rows.insert(other.clone(), EntityRow { file: e.file, kind: e.kind, start: e.start_line, end: e.end_line });
+                let r = store.query(
+                    "?[id, file, kind, start_line, end_line] := *entity{id: $id, file, kind, start_line, end_line}, id = $id",
+                    [("id".to_string(), DataValue::from(other.as_str()))].into(),
+                )?;
+                if let Some(x) = r.rows.first() {
+                    remember(x, &mut rows);
                 }
             }
             let w = NEIGHBOUR * sc / top_score;
@@ -249,7 +302,7 @@ pub fn localize(store: &Store, search: Option<&SearchIndex>, text: &str, limit: 
         if row.kind == "module" {
             continue;
         }
-        let factor = if is_test.get(row.file.as_str()).copied().unwrap_or(false) { TEST_FILE_FACTOR } else { 1.0 };
+        let factor = if is_test.get(row.file.as_str()).copied().unwrap_or(false) { test_factor } else { 1.0 };
         entities.push(Suspect {
             file: row.file.clone(),
             entity: Some(id.clone()),
@@ -261,26 +314,30 @@ pub fn localize(store: &Store, search: Option<&SearchIndex>, text: &str, limit: 
     }
     entities.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.entity.cmp(&b.entity)));
 
-    let mut per_file: BTreeMap<String, (f64, f64, String)> = BTreeMap::new(); // (max, sum, reason of max)
+    // A file's score: its strongest piece whole, and a quarter of its next strongest
+    // (at most `FILE_SUPPORT` entities): many weak matches in a long file (a test module
+    // matching the issue's words everywhere) do not add up to one strong one.
+    let mut per_file: BTreeMap<String, (Vec<f64>, String)> = BTreeMap::new(); // (entity scores, reason of max)
     for e in &entities {
-        let slot = per_file.entry(e.file.clone()).or_insert((0.0, 0.0, String::new()));
-        if e.score > slot.0 {
-            slot.0 = e.score;
-            slot.2 = format!("{} ({})", e.entity.as_deref().unwrap_or(""), e.reason);
+        let slot = per_file.entry(e.file.clone()).or_insert((Vec::new(), String::new()));
+        if slot.0.iter().all(|s| e.score > *s) {
+            slot.1 = format!("{} ({})", e.entity.as_deref().unwrap_or(""), e.reason);
         }
-        slot.1 += e.score;
+        slot.0.push(e.score);
     }
     for f in file_ev.keys() {
-        per_file.entry(f.clone()).or_insert((0.0, 0.0, String::new()));
+        per_file.entry(f.clone()).or_insert((Vec::new(), String::new()));
     }
     let mut ranked_files: Vec<Suspect> = per_file
         .into_iter()
-        .map(|(f, (max, sum, why))| {
+        .map(|(f, (mut scores, why))| {
             let direct = file_ev.get(&f);
-            let factor = if is_test.get(f.as_str()).copied().unwrap_or(false) { TEST_FILE_FACTOR } else { 1.0 };
+            let factor = if is_test.get(f.as_str()).copied().unwrap_or(false) { test_factor } else { 1.0 };
             let direct_score = direct.map(|d| d.score() * factor).unwrap_or(0.0);
-            let top = max.max(direct_score);
-            let score = top + 0.25 * (sum + direct_score - top);
+            let max = scores.iter().copied().fold(0.0, f64::max);
+            scores.push(direct_score);
+            scores.sort_by(|a, b| b.total_cmp(a));
+            let score = scores[0] + 0.25 * scores.iter().skip(1).take(FILE_SUPPORT).sum::<f64>();
             let reason = match direct.and_then(|d| d.best.as_ref()) {
                 Some((w, r)) if *w * factor >= max => r.clone(),
                 _ => why,
@@ -294,19 +351,49 @@ pub fn localize(store: &Store, search: Option<&SearchIndex>, text: &str, limit: 
     Ok(Localization { files: ranked_files, entities, issue: facts })
 }
 
-/// A repository file whose path is the longest suffix of `p` (component-wise).
+/// A file in a directory of tests, documentation or examples.
+fn aside_from_code(path: &str) -> bool {
+    let mut dirs: Vec<&str> = path.split('/').collect();
+    dirs.pop();
+    dirs.iter().any(|d| matches!(*d, "tests" | "test" | "testing" | "__tests__" | "doc" | "docs" | "example" | "examples" | "benchmarks"))
+}
+
+/// A repository file whose path is the longest suffix of `p` (component-wise). A path
+/// into an installed copy (`.../site-packages/pkg/x.py`, `dist-packages`, Windows
+/// separators) maps only onto a file that ends with everything after the install
+/// directory, so `site-packages/other/core/x.py` never lands on this repository's
+/// `pkg/core/x.py`.
 fn match_path(files: &[(String, bool)], p: &str) -> Option<String> {
     let want: Vec<&str> = p.split(['/', '\\']).filter(|c| !c.is_empty() && *c != ".").collect();
+    let need = want
+        .iter()
+        .rposition(|c| matches!(c.to_ascii_lowercase().as_str(), "site-packages" | "dist-packages"))
+        .map(|i| want.len() - i - 1)
+        .unwrap_or(0);
     let mut best: Option<(usize, &str)> = None;
+    let mut ties = 0;
     for (f, _) in files {
         let have: Vec<&str> = f.split('/').collect();
         let n = have.iter().rev().zip(want.iter().rev()).take_while(|(a, b)| a == b).count();
-        if (n > 0 && n == have.len().min(want.len()) || n >= 2)
-            && best.is_none_or(|(bn, bf)| n > bn || (n == bn && f.as_str() < bf)) {
-                best = Some((n, f));
+        if n < need || !(n > 0 && n == have.len().min(want.len()) || n >= 2) {
+            continue;
+        }
+        match best {
+            Some((bn, _)) if n < bn => {}
+            Some((bn, bf)) if n == bn => {
+                ties += 1;
+                if f.as_str() < bf {
+                    best = Some((n, f));
+                }
             }
+            _ => {
+                best = Some((n, f));
+                ties = 0;
+            }
+        }
     }
-    best.map(|(_, f)| f.to_string())
+    // A bare file name that several files carry (`manage.py`, `utils.py`) names none.
+    best.filter(|(n, _)| !(*n == 1 && ties > 0)).map(|(_, f)| f.to_string())
 }
 
 fn match_frame(store: &Store, files: &[(String, bool)], fr: &issue::Frame) -> Result<Option<String>, LocalizeError> {
@@ -314,8 +401,8 @@ fn match_frame(store: &Store, files: &[(String, bool)], fr: &issue::Frame) -> Re
         // Java: the class's qualified name finds its file; nested classes use `$`.
         let outer = fr.class.split('$').next().unwrap_or(&fr.class);
         let r = store.query(
-            "?[file] := *entity{qname: $q, file}",
-            [("q".to_string(), DataValue::from(outer))].into(),
+            "?[file] := *entity:by_name{name: $n, id}, *entity{id, qname, file}, qname = $q",
+            [("q".to_string(), DataValue::from(outer)), ("n".to_string(), DataValue::from(outer.rsplit('.').next().unwrap_or(outer)))].into(),
         )?;
         if let Some(row) = r.rows.first() {
             return Ok(Some(s(&row[0])));

@@ -123,7 +123,7 @@ fn expected_failure(facts: &IssueFacts, snippet: &Snippet) -> Option<Expected> {
     }
     let asserts = snippet.code.lines().any(|l| {
         let t = l.trim_start();
-        t.starts_with("assert ") || t.starts_with("assert.") || t.contains("assertEquals(")
+        t.starts_with("assert ") || t.starts_with("assert.") || t.contains("assertEquals(") || t.starts_with("self.assert")
     });
     asserts.then(|| Expected {
         kind: match snippet.lang {
@@ -239,6 +239,15 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
         };
         let o = not_reproduced(&run, why);
         return finish(&mut run, &mut record, o, Some(&loc_art), Some(&cause), None, None);
+    };
+    // The snippet's body: missing names, set-up order, the assertion the prose implies;
+    // or the reason no honest test can be built from it.
+    let snippet = match super::body::prepare(&snippet, &facts, &req.issue_text, Some(&graph), &req.root) {
+        Ok(s) => s,
+        Err(why) => {
+            let o = not_reproduced(&run, why);
+            return finish(&mut run, &mut record, o, Some(&loc_art), Some(&cause), None, None);
+        }
     };
     let Some(expected) = expected_failure(&facts, &snippet) else {
         let o = not_reproduced(&run, "the issue shows code but neither the error it gives nor an assertion: no failure to check the test against");

@@ -10,6 +10,7 @@ pub mod conventions;
 pub mod form;
 pub mod keyfree;
 pub mod pipeline;
+mod body;
 mod synth;
 
 use std::path::{Path, PathBuf};

@@ -22,7 +22,8 @@ fn is_traceback_text(s: &str) -> bool {
     s.contains("Traceback (most recent call last)")
         || s.lines().any(|l| {
             let t = l.trim_start();
-            t.starts_with("File \"") || t.starts_with("at ") && t.contains(".java:")
+            // pytest's report: `E   AssertionError: ...`, `>       assert x`.
+            t.starts_with("File \"") || t.starts_with("at ") && t.contains(".java:") || t.starts_with("E   ") || t.starts_with(">   ")
         })
 }
 
@@ -31,7 +32,8 @@ fn is_traceback_text(s: &str) -> bool {
 /// that output; a statement whose output is a traceback, or anything else, is run as is.
 fn doctest_statements(text: &str) -> Option<String> {
     let lines: Vec<&str> = text.lines().collect();
-    let mut code = String::new();
+    // (code, the exception its shown output ends with, when that is a traceback)
+    let mut out: Vec<(String, Option<String>)> = Vec::new();
     let mut i = 0;
     while i < lines.len() {
         let t = lines[i].trim_start();
@@ -43,22 +45,58 @@ fn doctest_statements(text: &str) -> Option<String> {
         let mut output: Vec<&str> = Vec::new();
         while i < lines.len() {
             let n = lines[i].trim_start();
-            if n.is_empty() || n.starts_with(">>>") || n.starts_with("...") {
+            // In a traceback, a lone `...` is doctest's elision, not a prompt.
+            let elision = n == "..." && output.first().is_some_and(|o| o.starts_with("Traceback"));
+            if !elision && (n.is_empty() || n.starts_with(">>>") || n.starts_with("...")) {
                 break;
             }
             output.push(n);
             i += 1;
         }
         let next_is_cont = lines.get(i).is_some_and(|l| l.trim_start().starts_with("..."));
+        let raised = (output.first().is_some_and(|o| o.starts_with("Traceback")) && stmt.is_some() && !next_is_cont)
+            .then(|| output.last().map(|l| l.split(':').next().unwrap_or("").trim().to_string()).unwrap_or_default());
         match (stmt.is_some() && !next_is_cont && is_expression(s), output.as_slice()) {
-            (true, [one]) if is_literal(one) => code.push_str(&format!("assert ({s}) == {one}\n")),
+            (true, [one]) if is_literal(one) => out.push((format!("assert ({s}) == {one}"), None)),
+            _ => out.push((s.to_string(), raised)),
+        }
+    }
+    // A traceback shown before the session's last statement is context (the call that
+    // rightly raises, next to the one that does not): the test expects it, so it does
+    // not stop there. The last statement's traceback is the reported failure: run as is.
+    let last = out.iter().rposition(|(c, _)| !c.trim().is_empty());
+    let mut code = String::new();
+    let mut uses_raises = false;
+    for (k, (c, raised)) in out.iter().enumerate() {
+        match raised {
+            Some(kind) if Some(k) != last && !c.trim_end().ends_with(':') => {
+                let kind = if kind.chars().all(|ch| ch.is_alphanumeric() || ch == '_') && (kind.ends_with("Error") || kind.ends_with("Exception")) && is_builtin_exception(kind) {
+                    kind.as_str()
+                } else {
+                    "Exception"
+                };
+                code.push_str(&format!("with pytest.raises({kind}):\n    {c}\n"));
+                uses_raises = true;
+            }
             _ => {
-                code.push_str(s);
+                code.push_str(c);
                 code.push('\n');
             }
         }
     }
+    if uses_raises {
+        code = format!("import pytest\n{code}");
+    }
     (!code.trim().is_empty()).then_some(code)
+}
+
+fn is_builtin_exception(k: &str) -> bool {
+    matches!(
+        k,
+        "ValueError" | "TypeError" | "KeyError" | "IndexError" | "AttributeError" | "NotImplementedError" | "ZeroDivisionError"
+            | "RuntimeError" | "AssertionError" | "LookupError" | "OverflowError" | "RecursionError" | "NameError" | "OSError"
+            | "FileNotFoundError" | "StopIteration" | "Exception"
+    )
 }
 
 /// A statement that is an expression: no keyword opens it, no top-level `=` assigns.
@@ -140,14 +178,25 @@ pub fn find_snippet(facts: &IssueFacts, raw: &str, repo_langs: &[Lang]) -> Optio
             _ => {}
         }
     }
+    // Code pasted without fences: indented or plain lines that parse as Python.
+    if py {
+        if let Some(code) = super::body::unfenced_python(&facts.prose) {
+            return Some(Snippet { lang: Lang::Python, dialect: "python", code, from_doctest: false });
+        }
+    }
     None
 }
 
+/// An untagged block is Python when it parses as Python and imports, defines, asserts
+/// or calls something (`x = symbols('x')` then `f(x)`); output and shell sessions do not parse.
 fn looks_like_python(body: &str) -> bool {
-    body.lines().any(|l| {
+    let statement_like = body.lines().any(|l| {
         let t = l.trim_start();
         t.starts_with("import ") || t.starts_with("from ") && t.contains(" import ") || t.starts_with("def ") || t.starts_with("assert ")
-    })
+            || t.starts_with("class ")
+    });
+    let calls = body.lines().any(|l| !l.trim_start().starts_with('$') && l.contains('(') && l.contains(')'));
+    statement_like || calls && super::body::parses(body)
 }
 
 /// The languages an issue's code is written in, by its fences and stack frames.
@@ -227,8 +276,8 @@ pub fn build(root: &Path, conv: &Conventions, snippet: &Snippet, stem: &str, tit
     let stem = slug(stem, 40);
     match snippet.dialect {
         "python" => {
-            let (imports, body): (Vec<&str>, Vec<&str>) =
-                snippet.code.lines().partition(|l| l.starts_with("import ") || l.starts_with("from "));
+            // Only the leading imports move up: an import after set-up code stays after it.
+            let (imports, body) = super::body::leading_imports(&snippet.code);
             // Where and in what form: the conventions of the suspect code's tests.
             let form = PyForm::of(conv, &stem, &snippet.code);
             let path = python_test_path(root, conv, &stem);
@@ -241,14 +290,22 @@ pub fn build(root: &Path, conv: &Conventions, snippet: &Snippet, stem: &str, tit
                 code.push_str(i);
                 code.push('\n');
             }
-            code.push_str(&star_import_cleanup(&imports));
+            code.push_str(&star_import_cleanup(&imports.iter().map(String::as_str).collect::<Vec<_>>()));
             if !imports.is_empty() || !form.preamble().is_empty() {
                 code.push_str("\n\n");
+            }
+            if super::body::is_test_module(&snippet.code) {
+                // The issue's code is a test module already: written as it is, run whole.
+                for l in &body {
+                    code.push_str(l);
+                    code.push('\n');
+                }
+                return TestFile { path, code, framework: form.framework_name(), test: None };
             }
             code.push_str(&form.open(&name));
             let indent = form.indent();
             let mut any = false;
-            let body: Vec<&str> = form.filter_body(body).into_iter().skip_while(|l| l.trim().is_empty()).collect();
+            let body: Vec<&str> = form.filter_body(body.iter().map(String::as_str).collect()).into_iter().skip_while(|l| l.trim().is_empty()).collect();
             for l in body {
                 if l.trim().is_empty() {
                     code.push('\n');
@@ -360,8 +417,15 @@ mod tests {
         let text = ">>> from d import p\n>>> p('1h')\n3600\n>>> x = p('2h')\n>>> for y in [1]:\n...     p(y)\n>>> p('bad')\nTraceback (most recent call last):\nValueError: bad\n>>> p(unit='s') == 1\nTrue\n";
         assert_eq!(
             doctest_statements(text).unwrap(),
-            "from d import p\nassert (p('1h')) == 3600\nx = p('2h')\nfor y in [1]:\n    p(y)\np('bad')\nassert (p(unit='s') == 1) == True\n"
+            "import pytest\nfrom d import p\nassert (p('1h')) == 3600\nx = p('2h')\nfor y in [1]:\n    p(y)\nwith pytest.raises(ValueError):\n    p('bad')\nassert (p(unit='s') == 1) == True\n"
         );
+    }
+
+    #[test]
+    fn a_traceback_before_the_last_statement_is_expected_not_the_failure() {
+        let text = ">>> solve((x - 1,), x, y)\nTraceback (most recent call last):\n...\nNotImplementedError:\nonly finite\n>>> solve((y - 1,), x, y)\n>>> boom()\nTraceback (most recent call last):\nValueError: no\n";
+        let code = doctest_statements(text).unwrap();
+        assert_eq!(code, "import pytest\nwith pytest.raises(Exception):\n    solve((x - 1,), x, y)\nsolve((y - 1,), x, y)\nboom()\n");
     }
 
     #[test]

@@ -9,6 +9,7 @@ mod environment;
 mod fixtures;
 mod index;
 mod interrupt;
+mod keyfree_body;
 mod localize;
 mod mcp;
 mod model;

@@ -1,0 +1,841 @@
+//! How the issue's Python code becomes the body of a test, in the key-free mode: code
+//! found without fences, the names the reporter imported earlier and left out, set-up
+//! order, the value the prose says is wrong turned into the assertion, and the issues
+//! whose direction is the wrong way round (the error shown is the old, right behaviour).
+//!
+//! Where the test goes and its framework form are `synth::build`'s; this module only
+//! rewrites the snippet's code and says when no honest test can be built from it.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+
+use cozo::DataValue;
+
+use crate::localize::IssueFacts;
+use crate::store::Store;
+
+/// Python's builtins and the names every module has: never free.
+const BUILTINS: &[&str] = &[
+    "abs", "aiter", "all", "anext", "any", "ascii", "bin", "bool", "breakpoint", "bytearray", "bytes", "callable", "chr",
+    "classmethod", "compile", "complex", "delattr", "dict", "dir", "divmod", "enumerate", "eval", "exec", "filter", "float",
+    "format", "frozenset", "getattr", "globals", "hasattr", "hash", "help", "hex", "id", "input", "int", "isinstance",
+    "issubclass", "iter", "len", "list", "locals", "map", "max", "memoryview", "min", "next", "object", "oct", "open", "ord",
+    "pow", "print", "property", "range", "repr", "reversed", "round", "set", "setattr", "slice", "sorted", "staticmethod",
+    "str", "sum", "super", "tuple", "type", "vars", "zip", "__import__", "__name__", "__file__", "__doc__", "__builtins__",
+    "NotImplemented", "Ellipsis", "self", "cls", "exit", "quit", "copyright", "credits", "license", "__class__",
+];
+
+/// Module aliases by convention, when neither the issue nor the repository shows one.
+const CONVENTIONAL: &[(&str, &str)] = &[
+    ("np", "import numpy as np"),
+    ("pd", "import pandas as pd"),
+    ("plt", "import matplotlib.pyplot as plt"),
+    ("mpl", "import matplotlib as mpl"),
+    ("sns", "import seaborn as sns"),
+    ("so", "import seaborn.objects as so"),
+    ("xr", "import xarray as xr"),
+    ("nx", "import networkx as nx"),
+];
+
+fn is_builtin(n: &str) -> bool {
+    BUILTINS.contains(&n) || n.ends_with("Error") && n.chars().next().is_some_and(char::is_uppercase)
+        || matches!(n, "Exception" | "BaseException" | "StopIteration" | "KeyboardInterrupt" | "GeneratorExit" | "SystemExit")
+        || n.ends_with("Warning") && n.chars().next().is_some_and(char::is_uppercase)
+}
+
+fn parse(code: &str) -> Option<tree_sitter::Tree> {
+    let mut p = tree_sitter::Parser::new();
+    p.set_language(&tree_sitter_python::LANGUAGE.into()).ok()?;
+    p.parse(code, None)
+}
+
+/// Does the code parse as Python without a syntax error?
+pub fn parses(code: &str) -> bool {
+    parse(code).is_some_and(|t| !t.root_node().has_error())
+}
+
+/// The names the code uses but never binds, in order of first use, builtins left out.
+/// Scopes are flattened: a name bound anywhere counts as bound everywhere (a snippet is
+/// short; a name bound in one function and used in another is rare and then harmless).
+pub fn free_names(code: &str) -> Vec<String> {
+    let Some(tree) = parse(code) else { return Vec::new() };
+    let src = code.as_bytes();
+    let mut bound: HashSet<String> = HashSet::new();
+    let mut used: Vec<String> = Vec::new();
+    let mut stack = vec![tree.root_node()];
+    while let Some(n) = stack.pop() {
+        let mut c = n.walk();
+        for ch in n.children(&mut c) {
+            stack.push(ch);
+        }
+        if n.kind() != "identifier" {
+            continue;
+        }
+        let Ok(name) = n.utf8_text(src) else { continue };
+        match role(n) {
+            Role::Bind => {
+                bound.insert(name.to_string());
+            }
+            Role::Use => {
+                if !used.iter().any(|u| u == name) {
+                    used.push(name.to_string());
+                }
+            }
+            Role::Neither => {}
+        }
+    }
+    // Order of first use in the text: the walk is depth first, not in source order.
+    let mut out: Vec<(usize, String)> = used
+        .into_iter()
+        .filter(|u| !bound.contains(u) && !is_builtin(u))
+        .map(|u| (first_word(code, &u).unwrap_or(usize::MAX), u))
+        .collect();
+    out.sort();
+    out.into_iter().map(|(_, u)| u).collect()
+}
+
+fn first_word(code: &str, w: &str) -> Option<usize> {
+    let b = code.as_bytes();
+    let mut from = 0;
+    while let Some(i) = code[from..].find(w) {
+        let at = from + i;
+        let before = at.checked_sub(1).map(|k| b[k]);
+        let after = b.get(at + w.len()).copied();
+        let word = |c: Option<u8>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_');
+        if !word(before) && !word(after) && before != Some(b'.') {
+            return Some(at);
+        }
+        from = at + w.len();
+    }
+    None
+}
+
+enum Role {
+    Bind,
+    Use,
+    Neither,
+}
+
+/// What an identifier node does: binds a name, uses one, or is neither (an attribute's
+/// name, a keyword argument's name, a name inside an import path).
+fn role(n: tree_sitter::Node) -> Role {
+    let Some(p) = n.parent() else { return Role::Use };
+    let is_field = |field: &str| p.child_by_field_name(field).is_some_and(|f| f.id() == n.id());
+    match p.kind() {
+        "attribute" if is_field("attribute") => Role::Neither,
+        "keyword_argument" if is_field("name") => Role::Neither,
+        "function_definition" | "class_definition" if is_field("name") => Role::Bind,
+        "parameters" | "lambda_parameters" | "default_parameter" | "typed_parameter" | "typed_default_parameter"
+        | "list_splat_pattern" | "dictionary_splat_pattern" | "global_statement" | "nonlocal_statement" => {
+            if p.kind().starts_with("default") || p.kind() == "typed_default_parameter" {
+                if is_field("name") { Role::Bind } else { Role::Use }
+            } else {
+                Role::Bind
+            }
+        }
+        "aliased_import" => {
+            if is_field("alias") { Role::Bind } else { Role::Neither }
+        }
+        "dotted_name" => {
+            // `import a.b` binds `a`; `from m import a` binds `a`; the module of a
+            // `from` and the rest of a path bind nothing.
+            let Some(stmt) = p.parent() else { return Role::Neither };
+            let first = p.named_child(0).is_some_and(|f| f.id() == n.id());
+            match stmt.kind() {
+                "import_statement" if first => Role::Bind,
+                "import_from_statement" => {
+                    let is_module = stmt.child_by_field_name("module_name").is_some_and(|m| m.id() == p.id());
+                    if is_module || !first { Role::Neither } else { Role::Bind }
+                }
+                "aliased_import" => Role::Neither,
+                _ => Role::Neither,
+            }
+        }
+        "as_pattern_target" => Role::Bind,
+        "as_pattern" | "except_clause" if is_field("alias") => Role::Bind,
+        "named_expression" if is_field("name") => Role::Bind,
+        "assignment" | "for_statement" | "for_in_clause" if is_field("left") => Role::Bind,
+        "augmented_assignment" if is_field("left") => Role::Use,
+        "pattern_list" | "tuple_pattern" | "list_pattern" => Role::Bind,
+        "tuple" | "list" if in_binding_target(p) => Role::Bind,
+        _ => Role::Use,
+    }
+}
+
+/// A tuple or list that is (inside) the target of an assignment or a `for`.
+fn in_binding_target(mut n: tree_sitter::Node) -> bool {
+    while let Some(p) = n.parent() {
+        match p.kind() {
+            "tuple" | "list" | "parenthesized_expression" | "pattern_list" => n = p,
+            "assignment" | "for_statement" | "for_in_clause" => {
+                return p.child_by_field_name("left").is_some_and(|l| l.id() == n.id());
+            }
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// Import statements written anywhere in the issue (prose, other blocks, sessions),
+/// by the name each binds.
+fn issue_imports(text: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    // Lines, and the code spans inside lines (`from x import y` written in a sentence).
+    let mut pieces: Vec<&str> = text.lines().collect();
+    for line in text.lines() {
+        let mut parts = line.split('`');
+        parts.next();
+        pieces.extend(parts.step_by(2));
+    }
+    for line in pieces {
+        let t = line.trim().trim_start_matches(">>> ").trim_start_matches("... ").trim();
+        let t = t.split('#').next().unwrap_or("").trim().trim_matches('`');
+        if let Some(rest) = t.strip_prefix("import ") {
+            for part in rest.split(',') {
+                let part = part.trim();
+                let (module, alias) = match part.split_once(" as ") {
+                    Some((m, a)) => (m.trim(), a.trim()),
+                    None => (part, part.split('.').next().unwrap_or(part)),
+                };
+                if is_ident(alias) && module.split('.').all(is_ident) {
+                    let stmt = if alias == module.split('.').next().unwrap_or("") && !part.contains(" as ") {
+                        format!("import {module}")
+                    } else {
+                        format!("import {module} as {alias}")
+                    };
+                    out.entry(alias.to_string()).or_insert(stmt);
+                }
+            }
+        } else if let Some(rest) = t.strip_prefix("from ") {
+            let Some((module, names)) = rest.split_once(" import ") else { continue };
+            let module = module.trim();
+            if !module.split('.').all(|s| s.is_empty() || is_ident(s)) {
+                continue;
+            }
+            for part in names.trim_matches(|c| c == '(' || c == ')' || c == ' ').split(',') {
+                let part = part.trim().trim_matches(|c| c == '(' || c == ')');
+                let (name, alias) = match part.split_once(" as ") {
+                    Some((n, a)) => (n.trim(), a.trim()),
+                    None => (part, part),
+                };
+                if is_ident(name) && is_ident(alias) {
+                    let stmt = if name == alias { format!("from {module} import {name}") } else { format!("from {module} import {name} as {alias}") };
+                    out.entry(alias.to_string()).or_insert(stmt);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn is_ident(s: &str) -> bool {
+    !s.is_empty() && s.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_') && s.chars().all(|c| c.is_alphanumeric() || c == '_')
+}
+
+/// The dotted module of a repository file: `src/pkg/a/__init__.py` gives `pkg.a`.
+fn module_of(path: &str) -> Option<String> {
+    let p = path.strip_suffix(".py")?;
+    let p = p.strip_prefix("src/").or_else(|| p.strip_prefix("lib/")).unwrap_or(p);
+    let p = p.strip_suffix("/__init__").unwrap_or(p);
+    let parts: Vec<&str> = p.split('/').collect();
+    parts.iter().all(|s| is_ident(s)).then(|| parts.join("."))
+}
+
+/// How the repository imports each of `names`: its most frequent import of that name
+/// (absolute modules only), or a top-level function or class of that name that only one
+/// non-test module defines.
+fn repo_imports(store: &Store, names: &[String]) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    if names.is_empty() {
+        return out;
+    }
+    let list = DataValue::List(names.iter().map(|n| DataValue::from(n.as_str())).collect());
+    let q = "?[module, name, alias, count(file)] := *imports{file, module, name, alias}, is_in(alias, $names)
+             ?[module, name, alias, count(file)] := *imports{file, module, name, alias}, is_in(name, $names)
+             ?[module, name, alias, count(file)] := *imports{file, module, name, alias}, name = '', alias = '', is_in(module, $names)";
+    if let Ok(r) = store.query(q, [("names".to_string(), list.clone())].into()) {
+        let mut best: BTreeMap<String, (i64, String)> = BTreeMap::new();
+        for row in &r.rows {
+            let (module, name, alias) = (row[0].get_str().unwrap_or(""), row[1].get_str().unwrap_or(""), row[2].get_str().unwrap_or(""));
+            let n = row[3].get_int().unwrap_or(0);
+            if module.starts_with('.') || module.is_empty() || name == "*" || !module.split('.').all(is_ident) {
+                continue;
+            }
+            let (bound, stmt) = match (name, alias) {
+                ("", "") => (module.to_string(), format!("import {module}")),
+                ("", a) => (a.to_string(), format!("import {module} as {a}")),
+                (nm, "") => (nm.to_string(), format!("from {module} import {nm}")),
+                // `from m import name as short` still says where `name` comes from.
+                (nm, a) if !names.iter().any(|n| n == a) => (nm.to_string(), format!("from {module} import {nm}")),
+                (nm, a) => (a.to_string(), format!("from {module} import {nm} as {a}")),
+            };
+            if !names.contains(&bound) {
+                continue;
+            }
+            let slot = best.entry(bound).or_insert((0, String::new()));
+            if n > slot.0 || n == slot.0 && stmt < slot.1 {
+                *slot = (n, stmt);
+            }
+        }
+        out.extend(best.into_iter().map(|(k, (_, s))| (k, s)));
+    }
+    let rest: Vec<DataValue> = names.iter().filter(|n| !out.contains_key(*n)).map(|n| DataValue::from(n.as_str())).collect();
+    if rest.is_empty() {
+        return out;
+    }
+    let q = "?[name, file] := *entity:by_name{name, id}, is_in(name, $names), *entity{id, kind, file},
+                 is_in(kind, ['class', 'function']), *contains:by_child{child: id, parent}, parent == file,
+                 *file{path: file, is_test}, is_test == false";
+    if let Ok(r) = store.query(q, [("names".to_string(), DataValue::List(rest))].into()) {
+        let mut by: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for row in &r.rows {
+            by.entry(row[0].get_str().unwrap_or("").to_string()).or_default().push(row[1].get_str().unwrap_or("").to_string());
+        }
+        for (name, files) in by {
+            if let [one] = files.as_slice() {
+                if let Some(m) = module_of(one) {
+                    out.insert(name.clone(), format!("from {m} import {name}"));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A package at the repository's top (or under `src/`) named `name`.
+fn repo_package(root: &Path, name: &str) -> bool {
+    is_ident(name) && ["", "src/", "lib/"].iter().any(|d| root.join(format!("{d}{name}/__init__.py")).is_file() || root.join(format!("{d}{name}.py")).is_file())
+}
+
+/// A top-level one-line assignment of `name` in the issue's other code (blocks and
+/// inline spans): `app = Flask(__name__)` shown in the prose.
+fn issue_assignment(facts: &IssueFacts, name: &str, code: &str) -> Option<String> {
+    let mut spans: Vec<String> = facts.code_blocks.iter().flat_map(|(_, b)| b.lines().map(str::to_string).collect::<Vec<_>>()).collect();
+    let mut rest = facts.prose.as_str();
+    while let Some(i) = rest.find('`') {
+        let after = &rest[i + 1..];
+        let Some(j) = after.find('`') else { break };
+        spans.push(after[..j].to_string());
+        rest = &after[j + 1..];
+    }
+    spans.extend(facts.prose.lines().map(str::to_string));
+    spans.into_iter().find(|l| {
+        let t = l.trim_end();
+        !t.starts_with(' ') && !t.starts_with('\t') && !code.contains(t) && {
+            let lhs = t.split_once('=').map(|(a, b)| (a.trim(), b)).filter(|(_, b)| !b.starts_with('='));
+            lhs.is_some_and(|(a, b)| a == name && !b.trim().is_empty()) && parses(t)
+        }
+    })
+}
+
+/// Resolve the snippet's free names and put an import (or the issue's assignment) for
+/// each before the first top-level statement that uses it. Names nothing resolves are
+/// left: the run's NameError then rejects the test, as it should.
+pub fn add_missing_names(code: &str, facts: &IssueFacts, raw: &str, store: Option<&Store>, root: &Path) -> String {
+    let mut code = code.to_string();
+    for _round in 0..2 {
+        let free = free_names(&code);
+        if free.is_empty() {
+            break;
+        }
+        let from_issue = issue_imports(raw);
+        let from_repo = store.map(|s| repo_imports(s, &free)).unwrap_or_default();
+        let mut added = false;
+        for name in &free {
+            let stmt = from_issue
+                .get(name)
+                .cloned()
+                .or_else(|| from_repo.get(name).cloned())
+                .or_else(|| repo_package(root, name).then(|| format!("import {name}")))
+                .or_else(|| CONVENTIONAL.iter().find(|(a, _)| a == name).map(|(_, s)| s.to_string()))
+                .or_else(|| issue_assignment(facts, name, &code));
+            if let Some(stmt) = stmt {
+                code = insert_before_first_use(&code, name, &stmt);
+                added = true;
+            }
+        }
+        if !added {
+            break;
+        }
+    }
+    code
+}
+
+/// Insert `stmt` before the top-level statement that first uses `name` (so set-up code
+/// above it, like `settings.configure()`, still runs first); at the top when that
+/// statement is in the leading import block.
+fn insert_before_first_use(code: &str, name: &str, stmt: &str) -> String {
+    let lines: Vec<&str> = code.lines().collect();
+    let at = first_word(code, name).map(|b| code[..b].matches('\n').count()).unwrap_or(0);
+    // Back to the start of the top-level statement holding that line.
+    let mut start = at.min(lines.len());
+    while start > 0 && lines.get(start).is_some_and(|l| l.starts_with([' ', '\t']) || l.trim().is_empty() || l.trim_start().starts_with(')')) {
+        start -= 1;
+    }
+    let mut out: Vec<String> = lines[..start].iter().map(|s| s.to_string()).collect();
+    out.push(stmt.to_string());
+    out.extend(lines[start..].iter().map(|s| s.to_string()));
+    out.join("\n") + "\n"
+}
+
+/// The leading import block (imports, with parenthesized continuations, blank lines and
+/// comments among them) and the rest, in order. Only the leading block may move to a
+/// module's top: an import after code (after `settings.configure()`) must stay after it.
+pub fn leading_imports(code: &str) -> (Vec<String>, Vec<String>) {
+    let lines: Vec<&str> = code.lines().collect();
+    let mut i = 0;
+    let mut last_import_end = 0;
+    while i < lines.len() {
+        let t = lines[i];
+        if t.starts_with("import ") || t.starts_with("from ") && t.contains(" import") {
+            let mut j = i;
+            if t.contains('(') && !t.contains(')') {
+                while j + 1 < lines.len() && !lines[j].contains(')') {
+                    j += 1;
+                }
+            }
+            while lines[j].trim_end().ends_with('\\') && j + 1 < lines.len() {
+                j += 1;
+            }
+            i = j + 1;
+            last_import_end = i;
+        } else if t.trim().is_empty() || t.trim_start().starts_with('#') {
+            i += 1;
+        } else {
+            break;
+        }
+    }
+    let head: Vec<String> = lines[..last_import_end].iter().filter(|l| !l.trim().is_empty()).map(|s| s.to_string()).collect();
+    let rest: Vec<String> = lines[last_import_end..].iter().map(|s| s.to_string()).collect();
+    (head, rest)
+}
+
+/// Is the snippet a test module itself (top-level `def test_*`, `class Test*` or a
+/// `TestCase` subclass)? Then it is written as a module, not wrapped in a function.
+pub fn is_test_module(code: &str) -> bool {
+    code.lines().any(|l| {
+        l.starts_with("def test") || l.starts_with("async def test") || l.starts_with("class Test") || l.starts_with("class ") && l.contains("TestCase")
+    })
+}
+
+/// Python code pasted without fences: the first run of lines that reads as code (an
+/// import, a definition, a statement, or an indented continuation) and parses as Python
+/// once dedented. Tab-indented Trac text and whole test classes count.
+pub fn unfenced_python(prose: &str) -> Option<String> {
+    let lines: Vec<&str> = prose.lines().collect();
+    let mut i = 0;
+    while i < lines.len() {
+        // The source line a traceback prints under each frame is not the reporter's code.
+        let after_frame = i > 0 && crate::localize::issue::is_frame_line(lines[i - 1]);
+        if after_frame || !opens_code(lines[i].trim()) {
+            i += 1;
+            continue;
+        }
+        let base = indent_of(lines[i]);
+        let mut j = i + 1;
+        while j < lines.len() {
+            let l = lines[j];
+            let t = l.trim();
+            if t.is_empty() {
+                // A blank line ends the run unless code carries on after it.
+                if lines.get(j + 1).is_some_and(|n| !n.trim().is_empty() && (indent_of(n) > base || opens_code(n.trim()))) {
+                    j += 1;
+                    continue;
+                }
+                break;
+            }
+            if indent_of(l) > base || opens_code(t) || t.starts_with(')') || t.starts_with(']') || t.starts_with('}') {
+                j += 1;
+            } else {
+                break;
+            }
+        }
+        let block = dedent(&lines[i..j]);
+        let calls_or_defines = block.contains('(') || block.contains("import ") || block.contains("class ");
+        if calls_or_defines && block.lines().count() >= 1 && parses(&block) && !block.trim().is_empty() {
+            return Some(block);
+        }
+        i = j.max(i + 1);
+    }
+    None
+}
+
+fn indent_of(l: &str) -> usize {
+    l.chars().take_while(|c| *c == ' ' || *c == '\t').map(|c| if c == '\t' { 4 } else { 1 }).sum()
+}
+
+fn dedent(lines: &[&str]) -> String {
+    let expanded: Vec<String> = lines.iter().map(|l| {
+        let n = l.chars().take_while(|c| *c == ' ' || *c == '\t').count();
+        let (ws, rest) = l.split_at(l.char_indices().nth(n).map(|(i, _)| i).unwrap_or(l.len()));
+        ws.replace('\t', "    ") + rest.trim_end()
+    }).collect();
+    let min = expanded.iter().filter(|l| !l.trim().is_empty()).map(|l| indent_of(l)).min().unwrap_or(0);
+    expanded.iter().map(|l| if l.len() >= min { &l[min..] } else { l.trim() }).collect::<Vec<_>>().join("\n") + "\n"
+}
+
+/// A line that starts Python code: a statement keyword, a decorator, an assignment or a
+/// call of a (dotted) name. Prose (a sentence: words with spaces and no operator) never does.
+fn opens_code(t: &str) -> bool {
+    const OPENERS: &[&str] = &[
+        "import ", "from ", "def ", "class ", "@", "for ", "while ", "if ", "with ", "try:", "assert ", "raise ", "return ",
+        "print(", "async def ", ">>> ",
+    ];
+    if t.starts_with(">>>") {
+        return false; // sessions are read as sessions
+    }
+    if t.starts_with("from ") && !t.contains(" import ") {
+        return false;
+    }
+    if OPENERS.iter().any(|o| t.starts_with(o)) {
+        return parses_as_start(t);
+    }
+    // `name = ...`, `name.attr(...)`, `name(...)`
+    let head: String = t.chars().take_while(|c| c.is_alphanumeric() || matches!(c, '_' | '.' | '[' | ']' | '\'' | '"' | ',' | ' ')).collect();
+    let after = &t[head.len()..];
+    let head = head.trim();
+    let simple = !head.is_empty() && head.split([',', ' ']).filter(|s| !s.is_empty()).count() <= 3
+        && head.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_');
+    simple && (after.starts_with('(') || after.starts_with('=') && !after.starts_with("==") || after.starts_with("+=")) && parses_as_start(t)
+}
+
+/// A line that could begin valid code: it parses alone, or with a body added when it
+/// opens a block.
+fn parses_as_start(t: &str) -> bool {
+    if t.ends_with(':') {
+        return parses(&format!("{t}\n    pass\n"));
+    }
+    if t.ends_with('(') || t.ends_with('[') || t.ends_with('{') || t.ends_with(',') || t.ends_with('\\') {
+        return true;
+    }
+    parses(t)
+}
+
+/// Values the prose gives for the code's result: `expected` (what it should be) and
+/// `observed` (what it is today), as written (a quoted literal keeps its quotes).
+#[derive(Debug, Default, PartialEq)]
+pub struct ProseValues {
+    pub expected: Vec<String>,
+    pub observed: Vec<String>,
+}
+
+const EXPECT_CUES: &[&str] = &["expect", "expected", "should", "ought", "correct", "want", "desired", "supposed", "instead of"];
+const CONTRAST: &[&str] = &["but", "instead", "wrong", "incorrect", "unexpected", "unexpectedly", "however", "actual", "actually", "bug", "buggy", "broken", "invalid"];
+const OBSERVE_CUES: &[&str] = &["get", "got", "gets", "returns", "returned", "gives", "gave", "output", "outputs", "prints", "printed", "becomes", "result", "actual", "but", "instead", "is", "shows", "yields"];
+
+/// Read the prose's `expected` and `observed` values: each code span (or the value after
+/// `output:` on a line) takes its direction from the nearest cue word before it in its
+/// sentence ("I would expect `X` but instead I get `Y`").
+pub fn prose_values(prose: &str) -> ProseValues {
+    let mut v = ProseValues::default();
+    for line in prose.lines() {
+        // Code spans in order, with the text before each.
+        let mut rest = line;
+        let mut before = String::new();
+        let mut found = false;
+        while let Some(i) = rest.find('`') {
+            let after = &rest[i + 1..];
+            let Some(j) = after.find('`') else { break };
+            before.push_str(&rest[..i]);
+            let value = after[..j].trim().to_string();
+            classify(&before, value, &mut v);
+            found = true;
+            before.push_str(&after[..j]);
+            rest = &after[j + 1..];
+        }
+        if !found {
+            let low = line.to_lowercase();
+            if let Some(k) = low.find("output:") {
+                let value = line[k + "output:".len()..].trim().to_string();
+                if !value.is_empty() && !value.contains(' ') {
+                    classify(&line[..k + "output".len()], value, &mut v);
+                }
+            }
+        }
+    }
+    v
+}
+
+fn classify(before: &str, value: String, v: &mut ProseValues) {
+    if value.is_empty() || value.contains('\n') {
+        return;
+    }
+    // The sentence the value is in.
+    let sentence = before.rsplit(['.', '!', '?', ';']).next().unwrap_or(before).to_lowercase();
+    let words: Vec<&str> = sentence.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    for (k, w) in words.iter().enumerate().rev().take(10) {
+        let pair = words.get(k + 1).map(|n| format!("{w} {n}"));
+        if pair.as_deref() == Some("instead of") || EXPECT_CUES.contains(w) {
+            v.expected.push(value);
+            return;
+        }
+        if OBSERVE_CUES.contains(w) {
+            // What it does today counts only where the sentence says it is wrong: "it
+            // returns `X`" alone may describe the right behaviour.
+            if CONTRAST.iter().any(|c| words.contains(c)) {
+                v.observed.push(value);
+            }
+            return;
+        }
+    }
+}
+
+/// The code's last top-level expression (a bare expression or the argument of a
+/// `print`), with the line it is on.
+fn final_expression(code: &str) -> Option<(usize, String)> {
+    let lines: Vec<&str> = code.lines().collect();
+    let (k, last) = lines.iter().enumerate().rev().find(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'))?;
+    if last.starts_with([' ', '\t']) {
+        return None;
+    }
+    let t = last.trim();
+    let expr = match t.strip_prefix("print(").and_then(|r| r.strip_suffix(')')) {
+        Some(inner) => inner.trim().to_string(),
+        None => t.to_string(),
+    };
+    let tree = parse(&expr)?;
+    let root = tree.root_node();
+    let stmt = root.named_child(0)?;
+    (root.named_child_count() == 1 && stmt.kind() == "expression_statement" && !root.has_error() && stmt.named_child_count() == 1
+        && stmt.named_child(0).is_some_and(|e| !matches!(e.kind(), "assignment" | "augmented_assignment" | "yield" | "await")))
+        .then_some((k, expr))
+}
+
+/// A Python literal: a number, a quoted string, True/False/None, or a bracketed
+/// collection that parses and calls nothing.
+fn literal(v: &str) -> bool {
+    let v = v.trim();
+    if matches!(v, "True" | "False" | "None") || v.parse::<f64>().is_ok() {
+        return true;
+    }
+    let quoted = v.len() >= 2 && (v.starts_with('\'') && v.ends_with('\'') || v.starts_with('"') && v.ends_with('"'));
+    let bracketed = v.starts_with(['[', '(', '{']) && v.ends_with([']', ')', '}']);
+    quoted || bracketed && parses(v) && !v.chars().any(|c| c.is_alphabetic() && !v.contains('\'') && !v.contains('"'))
+}
+
+/// The text of a value as a Python string literal: a quoted literal's contents, else the
+/// text itself (what `str()` of the value prints).
+fn text_of(value: &str) -> String {
+    let v = value.trim();
+    let quoted = v.len() >= 2 && (v.starts_with('\'') && v.ends_with('\'') || v.starts_with('"') && v.ends_with('"'));
+    let inner = if quoted { &v[1..v.len() - 1] } else { v };
+    format!("{inner:?}").replace("\\\\n", "\\n")
+}
+
+/// Turn the value the prose talks about into the assertion: the snippet's final
+/// expression must no longer print what the issue says it prints today (compared
+/// without whitespace), or, when the issue gives only what it should be, must print that.
+/// None when the prose gives no value, or the code ends in no expression.
+pub fn final_assertion(code: &str, values: &ProseValues) -> Option<String> {
+    let (k, expr) = final_expression(code)?;
+    // An expected value must be a literal (`'a-b'`, `2.5`, `None`, `[1, 2]`): "I expected
+    // `f()` to raise" names code, not a value. What it gives today may be printed text
+    // (`Max(2, x)`) when the prose also says what it should be.
+    let expected = values.expected.iter().find(|e| !expr.contains(e.as_str()) && literal(e));
+    let observed = values
+        .observed
+        .iter()
+        .find(|o| !values.expected.contains(o) && !expr.contains(o.as_str()) && (literal(o) || expected.is_some() && !o.contains(' ')));
+    let lines: Vec<&str> = code.lines().collect();
+    let mut out: String = lines[..k].iter().map(|l| format!("{l}\n")).collect();
+    let norm = "\"\".join(str(_value).split())";
+    out.push_str(&format!("_value = {expr}\n"));
+    match (observed, expected) {
+        (Some(o), _) => out.push_str(&format!(
+            "assert {norm} != \"\".join({}.split()), \"still \" + repr(_value) + \", as the issue reports\"\n",
+            text_of(o)
+        )),
+        (None, Some(e)) => out.push_str(&format!(
+            "assert {norm} == \"\".join({}.split()), repr(_value) + \", the issue expects \" + {}\n",
+            text_of(e),
+            text_of(e)
+        )),
+        (None, None) => return None,
+    }
+    Some(out)
+}
+
+/// Words that say the error shown is how it used to be (the right behaviour), and the
+/// bug is that it no longer happens.
+const OLD_CUES: &[&str] = &["used to", "previously", "in the past", "before upgrading", "prior to", "no longer", "anymore", "any more", "was raised", "used to raise", "would raise"];
+
+/// Is the error the issue shows the old behaviour it wants back (so a test expecting it
+/// today would be inverted)? The sentences around the exception's name say so.
+pub fn shows_old_behaviour(facts: &IssueFacts) -> Option<String> {
+    let e = facts.exceptions.last()?;
+    let short = e.kind.rsplit('.').next().unwrap_or(&e.kind);
+    let prose = facts.prose.to_lowercase();
+    let short_l = short.to_lowercase();
+    let mut hits = 0;
+    let mut seen_current = false;
+    // Sentences end at ". ", not at the dots of a version number.
+    let prose = prose.replace(". ", "\n");
+    for sentence in prose.split(['!', '?', '\n']).filter(|s| !s.trim().is_empty()) {
+        let names = sentence.contains(&short_l) || sentence.contains("error") || sentence.contains("exception") || sentence.contains("raise");
+        if !names {
+            continue;
+        }
+        if OLD_CUES.iter().any(|c| sentence.contains(c)) || version_then(sentence) {
+            hits += 1;
+        }
+        if sentence.contains("now raise") || sentence.contains("now fail") || sentence.contains("now crash") || sentence.contains("now throws") {
+            seen_current = true;
+        }
+    }
+    (hits > 0 && !seen_current).then(|| format!("the issue shows {short} as the behaviour it used to have, not the failure it reports now"))
+}
+
+/// "in 1.6.2 this raised ..." / "with version 2.0 it raised": a version and a past tense.
+fn version_then(s: &str) -> bool {
+    let has_version = s.split_whitespace().any(|w| {
+        let w = w.trim_start_matches('v').trim_matches(|c: char| !c.is_ascii_digit());
+        w.split('.').count() >= 2 && w.split('.').all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+    });
+    has_version && (s.contains(" raised") || s.contains(" worked") || s.contains(" was ") || s.contains(" gave ")) && !s.contains(" now ")
+}
+
+/// Does the prose present the example as several files (`test_a.py`, `conftest.py`
+/// named before two or more code blocks)? Then it is not one function's body.
+pub fn multi_file_names(raw: &str) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    let mut last_name: Option<String> = None;
+    let mut in_block = false;
+    for line in raw.lines() {
+        let t = line.trim();
+        if t.starts_with("```") {
+            if !in_block {
+                if let Some(n) = last_name.take() {
+                    if !names.contains(&n) {
+                        names.push(n);
+                    }
+                }
+            }
+            in_block = !in_block;
+            continue;
+        }
+        if in_block {
+            if let Some(n) = t.strip_prefix("# content of ").or_else(|| t.strip_prefix("# ")).map(str::trim) {
+                if n.ends_with(".py") && is_ident(n.trim_end_matches(".py")) && !names.contains(&n.to_string()) {
+                    names.push(n.to_string());
+                }
+            }
+            continue;
+        }
+        if !t.is_empty() {
+            last_name = t
+                .split(|c: char| c.is_whitespace() || matches!(c, '`' | '*' | ':' | '(' | ')' | ','))
+                .find(|w| w.ends_with(".py") && is_ident(w.trim_end_matches(".py")))
+                .map(str::to_string);
+        }
+    }
+    names
+}
+
+/// Rewrite a Python snippet's code into a test body, or say why no honest test can be
+/// built from it. Other languages pass through unchanged.
+pub fn prepare(snippet: &super::synth::Snippet, facts: &IssueFacts, raw: &str, store: Option<&Store>, root: &Path) -> Result<super::synth::Snippet, String> {
+    if snippet.dialect != "python" {
+        return Ok(snippet.clone());
+    }
+    let files = multi_file_names(raw);
+    if files.len() >= 2 {
+        return Err(format!(
+            "the issue's example is {} files ({}): key-free mode builds one test file, and merging them changes what the code does",
+            files.len(),
+            files.join(", ")
+        ));
+    }
+    if let Some(why) = shows_old_behaviour(facts) {
+        return Err(format!("{why}: a test expecting it today would be inverted"));
+    }
+    let mut code = add_missing_names(&snippet.code, facts, raw, store, root);
+    let asserts = code.lines().any(|l| l.trim_start().starts_with("assert ") || l.trim_start().starts_with("self.assert"));
+    if facts.exceptions.is_empty() && !asserts {
+        if let Some(c) = final_assertion(&code, &prose_values(&facts.prose)) {
+            code = c;
+        }
+    }
+    Ok(super::synth::Snippet { code, ..snippet.clone() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_names_skip_bindings_attributes_and_builtins() {
+        let code = "import os\nfrom a.b import c as d\nx = sympy.Symbol('x')\nfor i, j in pairs:\n    print(len(i), j, d)\ndef f(p, q=np.nan, *r, **s):\n    return p + q + helper(key=1)\nobj.attr.method()\n";
+        assert_eq!(free_names(code), vec!["sympy", "pairs", "np", "helper", "obj"]);
+    }
+
+    #[test]
+    fn names_come_from_the_issues_other_code_and_conventions() {
+        let raw = "Login breaks\n\nMy app is built as `app = Server(__name__)` with `from webkit import Server`.\n\n```python\nclient = app.client()\nprint(np.zeros(2), client.get('/'))\n```\n";
+        let facts = crate::localize::read_issue(raw);
+        let dir = tempfile::tempdir().unwrap();
+        let code = add_missing_names(&facts.code_blocks[0].1, &facts, raw, None, dir.path());
+        assert_eq!(
+            code,
+            "from webkit import Server\napp = Server(__name__)\nclient = app.client()\nimport numpy as np\nprint(np.zeros(2), client.get('/'))\n"
+        );
+    }
+
+    #[test]
+    fn leading_imports_stop_at_code() {
+        let code = "import os\nfrom x import (\n    a,\n    b,\n)\n\nfrom django.conf import settings\nsettings.configure()\nfrom django.db import models\nclass M(models.Model):\n    pass\n";
+        let (head, rest) = leading_imports(code);
+        assert_eq!(head, vec!["import os", "from x import (", "    a,", "    b,", ")", "from django.conf import settings"]);
+        assert_eq!(rest[1], "from django.db import models");
+        assert_eq!(rest[0], "settings.configure()");
+    }
+
+    #[test]
+    fn prose_gives_expected_and_observed() {
+        let v = prose_values("Running it I would expect `'A[b, 2]'` here, but instead I get `'A(2, b)'`.\n");
+        assert_eq!(v.expected, vec!["'A[b, 2]'"]);
+        assert_eq!(v.observed, vec!["'A(2, b)'"]);
+        let v = prose_values("The output is wrong: `--foo-bar-`\n");
+        assert_eq!(v.observed, vec!["--foo-bar-"]);
+        // What it does, without a word saying it is wrong, is no evidence either way.
+        assert_eq!(prose_values("For ints it returns `3`.\n"), ProseValues::default());
+    }
+
+    #[test]
+    fn final_expression_becomes_the_assertion() {
+        let v = ProseValues { expected: vec!["'A[b, 2]'".into()], observed: vec!["'A(2, b)'".into()] };
+        let out = final_assertion("b = sym('b')\nprint(render(A(b, 2)))\n", &v).unwrap();
+        assert!(out.starts_with("b = sym('b')\n_value = render(A(b, 2))\nassert \"\".join(str(_value).split()) != \"\".join(\"A(2, b)\".split())"), "{out}");
+        // Code is not a value.
+        let v = ProseValues { expected: vec!["load()".into()], observed: vec!["3 items".into()] };
+        assert!(final_assertion("m = load()\nm.tags\n", &v).is_none());
+        let v = ProseValues { expected: vec!["None".into()], observed: vec![] };
+        let out = final_assertion("m = load()\nm.tags\n", &v).unwrap();
+        assert!(out.contains("_value = m.tags\nassert \"\".join(str(_value).split()) == \"\".join(\"None\".split())"), "{out}");
+        assert!(final_assertion("x = 1\n", &v).is_none());
+        assert!(final_assertion("for a in b:\n    a\n", &v).is_none());
+    }
+
+    #[test]
+    fn unfenced_code_is_found_and_prose_is_not() {
+        let prose = "Steps to see it\nRun this:\n\tfrom shop.util import slug\n\tslug('__A b --')\nIt returns the dashes.\n";
+        assert_eq!(unfenced_python(prose).unwrap(), "from shop.util import slug\nslug('__A b --')\n");
+        let prose = "Some words here.\nclass TestThing(unittest.TestCase):\n    def test_it(self):\n        self.assertEqual(f(1), 2)\n\nThanks!\n";
+        let got = unfenced_python(prose).unwrap();
+        assert!(got.starts_with("class TestThing(unittest.TestCase):\n    def test_it(self):") && is_test_module(&got), "{got}");
+        assert_eq!(unfenced_python("It fails when I import things from the module.\nThe result (see above) is wrong.\n"), None);
+    }
+
+    #[test]
+    fn old_behaviour_is_recognised() {
+        let f = crate::localize::read_issue("Attribute access changed\n\nIn 2.3.1 this raised `AttributeError`, which is right. Since 2.4 it returns None silently.\n\nAttributeError: 'Box' object has no attribute 'lid'\n");
+        assert!(shows_old_behaviour(&f).is_some());
+        let f = crate::localize::read_issue("Crash on load\n\nLoading a box raises an error:\n\nAttributeError: 'Box' object has no attribute 'lid'\n");
+        assert!(shows_old_behaviour(&f).is_none());
+    }
+
+    #[test]
+    fn multi_file_examples_are_seen() {
+        let raw = "Two modules:\n\n`test_one.py`:\n```python\nimport x\n```\nand test_two.py\n```python\nimport y\n```\n";
+        assert_eq!(multi_file_names(raw), vec!["test_one.py", "test_two.py"]);
+    }
+}

@@ -1,0 +1,188 @@
+//! The key-free mode on issues written the way people write them: code that leaves out
+//! its imports, set-up that must run before an import, a result the prose says is wrong,
+//! a test class pasted without fences with pytest's `E` lines, and the issues it must
+//! refuse (the error shown is the old behaviour; the example spans two files). Each
+//! reproduced test is run again after the fix and must pass there.
+
+use std::path::Path;
+
+use reproagent::localize;
+use reproagent::reproduce::{keyfree, Outcome, Status};
+use reproagent::sandbox::runners::TestStatus;
+use reproagent::sandbox::Choice;
+use reproagent::search::SearchIndex;
+use reproagent::store;
+
+use crate::common::*;
+use crate::reproduce::run_in;
+
+fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (p, text) in files {
+        let path = dir.path().join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    dir
+}
+
+fn keyfree_run(root: &Path, issue: &str) -> Outcome {
+    index_with(root, 2, false);
+    keyfree::run(&keyfree::Request {
+        root: root.to_path_buf(),
+        issue_file: root.join("issue-42.md"),
+        issue_text: issue.to_string(),
+        sandbox: Choice::Local,
+        image: None,
+        write: false,
+        timeout_secs: 120,
+        resume: None,
+        env: Default::default(),
+        environment: None,
+    })
+    .unwrap()
+}
+
+/// Reproduced on the buggy tree, and the same test passes on the fixed one.
+fn reproduced_and_fixed(buggy: &[(&str, &str)], fix: (&str, &str), issue: &str) -> Outcome {
+    let repo = tree(buggy);
+    let o = keyfree_run(repo.path(), issue);
+    assert_eq!(o.status, Status::Reproduced, "{}\n{}", o.reason, o.test_code.as_deref().unwrap_or(""));
+    let mut files: Vec<(&str, &str)> = buggy.iter().filter(|(p, _)| *p != fix.0).copied().collect();
+    files.push(fix);
+    let fixed = tree(&files);
+    let path = o.test_path.clone().unwrap();
+    let code = o.test_code.clone().unwrap();
+    assert_eq!(run_in(fixed.path(), &path, &code, "pytest"), TestStatus::Passed, "must pass after the fix:\n{code}");
+    o
+}
+
+const MEASURE_INIT: &str = "from measure.core import Span\n";
+const MEASURE_BUGGY: &str = "class Span:\n    def __init__(self, lo, hi):\n        self.lo, self.hi = lo, hi\n\n    def width(self):\n        return [self.lo, self.hi][2] - self.lo\n";
+const MEASURE_FIXED: &str = "class Span:\n    def __init__(self, lo, hi):\n        self.lo, self.hi = lo, hi\n\n    def width(self):\n        return self.hi - self.lo\n";
+
+#[test]
+fn a_package_the_session_never_imported_is_imported() {
+    let issue = "Span.width crashes\n\nI was poking at spans in a shell:\n\n```python\ns = measure.Span(2, 5)\ns.width()\n```\n\n```\nTraceback (most recent call last):\n  File \"<stdin>\", line 2, in <module>\n  File \"/opt/venv/lib/python3.11/site-packages/measure/core.py\", line 6, in width\n    return [self.lo, self.hi][2] - self.lo\nIndexError: list index out of range\n```\n";
+    let o = reproduced_and_fixed(
+        &[("measure/__init__.py", MEASURE_INIT), ("measure/core.py", MEASURE_BUGGY)],
+        ("measure/core.py", MEASURE_FIXED),
+        issue,
+    );
+    assert!(o.test_code.unwrap().contains("import measure\n"));
+}
+
+#[test]
+fn a_name_the_repository_imports_one_way_is_imported_that_way() {
+    // `Span` alone: the repository's own modules import it from measure.core.
+    let issue = "width of a span\n\n```python\nSpan(1, 4).width()\n```\n\nIndexError: list index out of range\n";
+    let o = reproduced_and_fixed(
+        &[("measure/__init__.py", MEASURE_INIT), ("measure/core.py", MEASURE_BUGGY)],
+        ("measure/core.py", MEASURE_FIXED),
+        issue,
+    );
+    assert!(o.test_code.unwrap().contains("from measure.core import Span"));
+}
+
+const CONF_SETTINGS: &str = "_values = None\n\n\ndef configure(**kw):\n    global _values\n    _values = kw\n\n\ndef get(name):\n    if _values is None:\n        raise RuntimeError('settings are not configured')\n    return _values[name]\n";
+const CONF_MODELS_BUGGY: &str = "from conf import settings\n\nRATE = settings.get('rate')\n\n\ndef price(n):\n    return n * RATE + settings.get('fee') * 0\n\n\ndef total(items):\n    return sum(price(i) for i in items) / len(items) * len(items) if items else 1 / 0\n";
+const CONF_MODELS_FIXED: &str = "from conf import settings\n\nRATE = settings.get('rate')\n\n\ndef price(n):\n    return n * RATE + settings.get('fee') * 0\n\n\ndef total(items):\n    return sum(price(i) for i in items)\n";
+
+#[test]
+fn set_up_code_runs_before_the_imports_that_need_it() {
+    let issue = "total() of an empty order divides by zero\n\nMinimal script:\n\n```python\nfrom conf import settings\nsettings.configure(rate=2, fee=1)\nfrom conf.models import total\nprint(total([]))\n```\n\nIt dies with\n\n```\nZeroDivisionError: division by zero\n```\n";
+    let o = reproduced_and_fixed(
+        &[("conf/__init__.py", ""), ("conf/settings.py", CONF_SETTINGS), ("conf/models.py", CONF_MODELS_BUGGY)],
+        ("conf/models.py", CONF_MODELS_FIXED),
+        issue,
+    );
+    let code = o.test_code.unwrap();
+    let configure = code.find("settings.configure(").unwrap();
+    assert!(code.find("from conf.models import total").unwrap() > configure, "{code}");
+}
+
+const TEXTKIT_BUGGY: &str = "def tidy(s):\n    return '-'.join(s.replace('_', ' ').split(' '))\n";
+const TEXTKIT_FIXED: &str = "def tidy(s):\n    return '-'.join(w for w in s.replace('_', ' ').split(' ') if w)\n";
+
+#[test]
+fn the_value_the_prose_calls_wrong_becomes_the_assertion() {
+    let issue = "tidy keeps separators at the ends\n\n```python\nfrom textkit import tidy\ntidy('_ab cd_')\n```\n\nI would expect `'ab-cd'` here, but instead I get `'-ab-cd-'`.\n";
+    let o = reproduced_and_fixed(&[("textkit/__init__.py", TEXTKIT_BUGGY)], ("textkit/__init__.py", TEXTKIT_FIXED), issue);
+    assert!(o.failure.unwrap().starts_with("AssertionError"));
+}
+
+#[test]
+fn a_function_nothing_imports_is_imported_from_the_one_module_that_defines_it() {
+    let issue = "tidy keeps separators\n\n```\ntidy('_ab cd_')\n```\n\nThe result is wrong: `'-ab-cd-'`.\n";
+    let o = reproduced_and_fixed(
+        &[("textkit/__init__.py", ""), ("textkit/clean.py", TEXTKIT_BUGGY)],
+        ("textkit/clean.py", TEXTKIT_FIXED),
+        issue,
+    );
+    assert!(o.test_code.unwrap().contains("from textkit.clean import tidy"));
+}
+
+#[test]
+fn a_test_class_without_fences_and_pytest_e_lines_are_read() {
+    let issue = "tidy on a separator-only string\n\nOur suite has this test, pasted here:\n\nimport unittest\nfrom textkit import tidy\n\nclass TestTidy(unittest.TestCase):\n    def test_only_separators(self):\n        self.assertEqual(tidy('__'), '')\n\nand pytest says\n\nE   AssertionError: '--' != ''\n\nThanks!\n";
+    let facts = localize::read_issue(issue);
+    assert_eq!(facts.exceptions.last().unwrap().kind, "AssertionError");
+    reproduced_and_fixed(&[("textkit/__init__.py", TEXTKIT_BUGGY)], ("textkit/__init__.py", TEXTKIT_FIXED), issue);
+}
+
+#[test]
+fn an_issue_showing_the_old_right_error_is_refused_not_inverted() {
+    let repo = tree(&[("measure/__init__.py", MEASURE_INIT), ("measure/core.py", MEASURE_FIXED)]);
+    let issue = "Negative spans are accepted now\n\nIn 3.1.0 this raised `ValueError`, which is what we relied on. Since 3.2.0 it passes silently.\n\n```python\nfrom measure import Span\nSpan(5, 2)\n```\n\n```\nValueError: lo must not exceed hi\n```\n";
+    let o = keyfree_run(repo.path(), issue);
+    assert_eq!(o.status, Status::NotReproduced);
+    assert!(o.reason.contains("used to have"), "{}", o.reason);
+}
+
+#[test]
+fn a_two_file_example_is_refused_not_merged() {
+    let repo = tree(&[("textkit/__init__.py", TEXTKIT_BUGGY)]);
+    let issue = "fixture order differs between modules\n\n`test_module_1.py`:\n\n```python\nfrom textkit import tidy\ndef test_a():\n    assert tidy('a') == 'a'\n```\n\n`test_module_2.py`:\n\n```python\ndef test_b():\n    assert False\n```\n";
+    let o = keyfree_run(repo.path(), issue);
+    assert_eq!(o.status, Status::NotReproduced);
+    assert!(o.reason.contains("test_module_1.py, test_module_2.py"), "{}", o.reason);
+}
+
+#[test]
+fn frames_of_installed_copies_map_onto_the_repository_and_path_words_stay_out() {
+    let repo = tree(&[
+        ("shop/__init__.py", ""),
+        ("shop/core/__init__.py", ""),
+        ("shop/core/pricing.py", "def rate(kind):\n    table = {'std': 1}\n    return table[kind]\n\n\ndef quote(kind, n):\n    return rate(kind) * n\n"),
+        ("shop/site.py", "class Packages:\n    def site(self):\n        return 'site packages venv lib python'\n"),
+        ("other/core/pricing.py", "def rate(kind):\n    return 0\n"),
+        ("tests/test_pricing.py", "from shop.core.pricing import quote, rate\n\n\ndef test_quote_rate_kind():\n    assert quote('std', 2) == 2\n\n\ndef test_rate_kind_zero():\n    assert rate('std') == 1\n"),
+    ]);
+    index_with(repo.path(), 2, false);
+    let graph = store::open(&store::db_path(repo.path())).unwrap();
+    let search = SearchIndex::open(repo.path()).unwrap();
+    for path in [
+        "/usr/lib/python3/dist-packages/shop/core/pricing.py",
+        "C:\\Users\\ann\\venv\\Lib\\site-packages\\shop\\core\\pricing.py",
+        "/home/bo/src/shop/shop/core/pricing.py",
+    ] {
+        let issue = format!("quote fails for an unknown kind\n\nTraceback (most recent call last):\n  File \"/home/bo/venv/lib/python3.12/site-packages/shop/core/pricing.py\", line 7, in quote\n    return rate(kind) * n\n  File \"{path}\", line 3, in rate\n    return table[kind]\nKeyError: 'zero'\n");
+        let loc = localize::localize(&graph, Some(&search), &issue, 10).unwrap();
+        assert_eq!(loc.files[0].file, "shop/core/pricing.py", "{path}: {:?}", loc.files.iter().map(|f| &f.file).collect::<Vec<_>>());
+        assert_eq!(loc.entities[0].entity.as_deref(), Some("shop/core/pricing.py:rate"));
+        // The words of the paths (site, packages, venv, lib, python) are no evidence: the
+        // class made of them only matches `return`, below everything else.
+        assert!(loc.entities.iter().take(5).all(|e| !e.entity.as_deref().unwrap_or("").contains("Packages")), "{:?}", loc.entities);
+        assert!(loc.entities.iter().all(|e| !e.reason.contains("site") && !e.reason.contains("venv")), "{:?}", loc.entities);
+        // The test file that matches the issue's words ranks below the code.
+        let rank = |f: &str| loc.files.iter().position(|x| x.file == f);
+        if let Some(t) = rank("tests/test_pricing.py") {
+            assert!(t > rank("shop/core/pricing.py").unwrap());
+        }
+    }
+    // Another installed package (site-packages/vendor/core/pricing.py) is none of this
+    // repository's files, though two of them end with `core/pricing.py`.
+    let issue = "boom\n\nTraceback (most recent call last):\n  File \"/v/lib/site-packages/vendor/core/pricing.py\", line 2, in rate\n    return 0\nKeyError: 'x'\n";
+    let loc = localize::localize(&graph, None, issue, 10).unwrap();
+    assert!(loc.files.iter().all(|f| !f.reason.starts_with("traceback frame")), "{:?}", loc.files);
+}
