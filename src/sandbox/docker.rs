@@ -367,7 +367,8 @@ fn now_secs() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
-/// A tar of the repository under `sandbox/repo/`, symlinks kept as links.
+/// A tar of the repository under `sandbox/repo/`, symlinks kept as links, with what
+/// [`super::copy::left_out`] leaves out.
 pub(crate) fn repo_archive(repo: &Path) -> Result<Vec<u8>> {
     let mut b = tar::Builder::new(Vec::new());
     b.follow_symlinks(false);
@@ -381,7 +382,7 @@ pub(crate) fn repo_archive(repo: &Path) -> Result<Vec<u8>> {
     h.set_cksum();
     b.append_data(&mut h.clone(), "sandbox", std::io::empty()).map_err(io)?;
     b.append_data(&mut h, prefix, std::io::empty()).map_err(io)?;
-    for rel in super::local::repo_entries(repo)? {
+    for rel in super::copy::repo_entries(repo)? {
         b.append_path_with_name(repo.join(&rel), prefix.join(&rel)).map_err(io)?;
     }
     b.into_inner().map_err(io)

@@ -7,7 +7,7 @@
 //! group, RLIMIT_NPROC does not bind root, and RLIMIT_DATA is not a cgroup. The
 //! container is the default whenever it can be had.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -46,7 +46,7 @@ impl LocalSandbox {
         for sub in ["home", "tmp"] {
             std::fs::create_dir_all(root.join(sub)).map_err(|e| SandboxError::io("creating the sandbox home", e))?;
         }
-        copy_tree(&config.repo, &repo)?;
+        super::copy::copy_tree(&config.repo, &repo)?;
         let repo_str = repo.to_string_lossy().into_owned();
         let mut sb = LocalSandbox { dir: Mutex::new(Some(dir)), root, repo, repo_str, limits: config.limits, netns: true, _interrupt };
         sb.netns = sb.probe_netns();
@@ -268,51 +268,4 @@ impl Sandbox for LocalSandbox {
             }
         })
     }
-}
-
-/// The repository's files, relative and sorted, skipping our own `.reproagent/` state.
-pub(crate) fn repo_entries(root: &Path) -> Result<Vec<PathBuf>> {
-    fn walk(root: &Path, rel: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-        let dir = root.join(rel);
-        let rd = std::fs::read_dir(&dir).map_err(|e| SandboxError::io(format!("reading {}", dir.display()), e))?;
-        let mut names: Vec<_> = rd.filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
-        names.sort();
-        for name in names {
-            if rel.as_os_str().is_empty() && name == ".reproagent" {
-                continue;
-            }
-            let r = rel.join(&name);
-            let ft = std::fs::symlink_metadata(root.join(&r))
-                .map_err(|e| SandboxError::io(format!("reading {}", r.display()), e))?
-                .file_type();
-            out.push(r.clone());
-            if ft.is_dir() {
-                walk(root, &r, out)?;
-            }
-        }
-        Ok(())
-    }
-    let mut out = Vec::new();
-    walk(root, Path::new(""), &mut out)?;
-    Ok(out)
-}
-
-/// Copy a tree, keeping symlinks as symlinks (never following them out of the repo).
-fn copy_tree(src: &Path, dst: &Path) -> Result<()> {
-    std::fs::create_dir_all(dst).map_err(|e| SandboxError::io("creating the repository copy", e))?;
-    for rel in repo_entries(src)? {
-        let (from, to) = (src.join(&rel), dst.join(&rel));
-        let meta = std::fs::symlink_metadata(&from).map_err(|e| SandboxError::io(format!("reading {}", rel.display()), e))?;
-        let res = if meta.is_dir() {
-            std::fs::create_dir_all(&to)
-        } else if meta.file_type().is_symlink() {
-            std::fs::read_link(&from).and_then(|t| std::os::unix::fs::symlink(t, &to))
-        } else if meta.is_file() {
-            std::fs::copy(&from, &to).map(|_| ())
-        } else {
-            Ok(()) // sockets, fifos, devices: not part of a repository
-        };
-        res.map_err(|e| SandboxError::io(format!("copying {}", rel.display()), e))?;
-    }
-    Ok(())
 }
