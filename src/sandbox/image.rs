@@ -116,9 +116,7 @@ pub async fn prepare(repo: &Path, base_image: &str, mut on_step: impl FnMut(&Ste
     let tag = tag_for(repo, base.id.as_deref().unwrap_or(base_image));
     let record = |tag: &str| -> Result<()> {
         let p: PathBuf = repo.join(IMAGE_RECORD);
-        if let Some(dir) = p.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| SandboxError::io("creating .reproagent/", e))?;
-        }
+        crate::store::ensure_state_dir(repo).map_err(|e| SandboxError::io("creating .reproagent/", e))?;
         std::fs::write(&p, format!("{tag}\n")).map_err(|e| SandboxError::io("recording the image", e))
     };
     if d.inspect_image(&tag).await.is_ok() {
