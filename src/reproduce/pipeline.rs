@@ -573,7 +573,11 @@ fn stages(
     let gen_user = format!(
         "{issue}\n## Suspicious locations (from localization)\n\n```json\n{loc_json}\n```\n\n## Root cause (from root-cause analysis)\n\n```json\n{cause_json}\n```\n\n## Test plan\n\n```json\n{plan_json}\n```\n"
     );
-    let gen_key = Resume::key(&["generation", &gen_system, &gen_user, REVIEW, &model_name, &tree]);
+    // Where and how the test runs decides the verdict too: a run in another sandbox,
+    // image or with another timeout is not the same generation.
+    let image = req.image.clone().or_else(|| sandbox::image::recorded_image(&req.root)).unwrap_or_else(|| "reproagent-env:none".into());
+    let where_run = format!("sandbox={:?} image={image} timeout={}", req.sandbox, req.timeout_secs);
+    let gen_key = Resume::key(&["generation", &gen_system, &gen_user, REVIEW, &model_name, &tree, &where_run]);
     if let Some((generation, old)) = resume.reuse_generation(&gen_key) {
         resume.inputs.insert("generation".into(), gen_key);
         run.write("inputs.json", &resume.inputs).map_err(|e| io(run, e))?;
@@ -592,7 +596,6 @@ fn stages(
         .enable_all()
         .build()
         .map_err(|e| stop(run, Status::Error, format!("the async runtime: {e}")))?;
-    let image = req.image.clone().or_else(|| sandbox::image::recorded_image(&req.root)).unwrap_or_else(|| "reproagent-env:none".into());
     let opened = rt
         .block_on(sandbox::open(req.sandbox, SandboxConfig::new(&req.root, image)))
         .map_err(|e| stop(run, Status::Error, format!("the sandbox failed to open: {e}")))?;
