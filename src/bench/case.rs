@@ -15,7 +15,8 @@
 //! ```
 //!
 //! `repo` is a path, relative to the case directory or absolute: a directory (copied as
-//! it is), a git repository (with `base_commit`: that commit's tree), or a `.tar`,
+//! a sandbox copies it: see [`crate::sandbox::copy`]), a git repository (with
+//! `base_commit`: that commit's tree), or a `.tar`,
 //! `.tar.gz` or `.tgz` archive (a single top-level directory is stripped). The issue is
 //! `issue_text` inline or `issue_file`; the patches are unified diffs in files beside
 //! `case.json`, applied with `-p1` at the repository root. `tests` says how tests run
@@ -264,7 +265,8 @@ impl Case {
             unpack(&out.stdout[..], dest, false).map_err(|e| err(format!("git archive: {e}")))?;
             return Ok(());
         }
-        copy_tree(&src, dest).map_err(|e| err(format!("copying {}: {e}", src.display())))
+        // The sandbox's copy: the same entries a sandbox would take, cloned where it can.
+        crate::sandbox::copy::copy_tree(&src, dest).map(|_| ()).map_err(|e| err(format!("copying {}: {e}", src.display())))
     }
 }
 
@@ -284,7 +286,8 @@ fn unpack(reader: impl Read, dest: &Path, strip: bool) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Copy a directory tree, leaving out `.git` and `.reproagent`; symlinks stay symlinks.
+/// Copy a directory tree (a run's artifacts), leaving out `.git` and `.reproagent`;
+/// symlinks stay symlinks. Repositories are copied with [`crate::sandbox::copy::copy_tree`].
 pub fn copy_tree(src: &Path, dest: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dest)?;
     for e in std::fs::read_dir(src)? {

@@ -237,6 +237,12 @@ pub fn mine(opts: &MineOptions, log: &dyn Fn(&str)) -> Result<MineRecord, BenchE
     let shas = git(&repo, &["rev-list", "--no-merges", "--max-count", &max, "HEAD"])
         .map_err(|e| BenchError::Other(format!("{}: {e} (does it have any commit?)", repo.display())))?;
     std::fs::create_dir_all(&opts.out).map_err(|e| BenchError::io(opts.out.display().to_string(), e))?;
+    // A re-run into the same OUT: the cases the last run wrote, to remove those not written again.
+    let previous: Vec<String> = std::fs::read(opts.out.join("mine.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<MineRecord>(&b).ok())
+        .map(|r| r.cases)
+        .unwrap_or_default();
 
     let stages = if opts.verify { STAGES } else { &STAGES[..STAGES.len() - 1] };
     let mut kept = vec![0usize; stages.len()];
@@ -306,6 +312,15 @@ pub fn mine(opts: &MineOptions, log: &dyn Fn(&str)) -> Result<MineRecord, BenchE
             }
         }
         cases.push(id);
+    }
+    // Only directories the previous run listed as its cases, and only case directories:
+    // nothing else a user keeps in OUT is touched.
+    for old in previous.iter().filter(|c| !cases.contains(c)) {
+        let dir = opts.out.join(old);
+        let ours = crate::sandbox::check_rel(old).is_ok() && !old.contains('/') && dir.join("case.json").is_file();
+        if ours {
+            std::fs::remove_dir_all(&dir).map_err(|e| BenchError::io(format!("removing the stale case {}", dir.display()), e))?;
+        }
     }
     let record = MineRecord {
         repo: repo.display().to_string(),

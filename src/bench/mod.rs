@@ -9,9 +9,10 @@
 //! A candidate test is scored by running it on the buggy tree and again after the
 //! gold code patch: it *fails before* when the run does not pass, *passes after* when
 //! every test in it passes, and is *fail-to-pass* when both hold. A case that cannot be
-//! scored (its repository is missing, its gold patch does not apply, its tests cannot
-//! run even before any change) is counted apart as `invalid`, never as a failure of the
-//! reproducer; an adapter that breaks is counted apart as `adapter_error`.
+//! scored (its repository is missing, its gold patch does not apply, its gold test cannot
+//! run at all: it errors before and after the gold patch) is counted apart as `invalid`,
+//! never as a failure of the reproducer; an adapter that breaks is counted apart as
+//! `adapter_error`.
 
 pub mod adapter;
 pub mod case;
@@ -74,8 +75,8 @@ pub struct AdapterInfo {
 pub enum CaseStatus {
     /// The candidate was run before and after the gold patch.
     Scored,
-    /// The case itself is broken (repository missing, patch does not apply, tests cannot
-    /// run before any change): counted apart, not held against the reproducer.
+    /// The case itself is broken (repository missing, patch does not apply, the gold test
+    /// cannot run before or after the fix): counted apart, not held against the reproducer.
     Invalid,
     /// The adapter failed to produce a candidate (crash, timeout, bad output).
     AdapterError,

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use super::adapter::{Adapter, Metered, Workspace};
 use super::case::{load_suite, Case};
-use super::score::{issue_expected, matches_issue, ScoreError, Scorer};
+use super::score::{cannot_run, gold_verdict, issue_expected, matches_issue, ScoreError, Scorer};
 use super::{BenchError, BenchRecord, CaseResult, CaseStatus};
 use crate::model::{ChatModel, Recorder, Replayer};
 
@@ -257,17 +257,35 @@ fn score_case(adapter: &dyn Adapter, opts: &BenchOptions, case: &Case, out: &Pat
         Ok(s) => {
             let _ = write_json(&out.join("before.json"), &s.before);
             let _ = write_json(&out.join("after.json"), &s.after);
+            r.before = Some(s.before_summary());
+            r.after = Some(s.after_summary());
+            let unrunnable = cannot_run(&s);
+            // The gold adapter's candidate IS the gold test, so its run is the case's check:
+            // all of it when verifying; with --no-verify, only that the test can run at all.
+            let broken_case = match (is_gold, opts.verify) {
+                (true, true) => gold_verdict(&s).err().map(|(ScoreError::Case(m) | ScoreError::Candidate(m))| m),
+                (true, false) => unrunnable.as_ref().map(|why| format!("the gold test cannot run: {why}")),
+                (false, _) => None,
+            };
+            r.test_files = s.test_files.clone();
+            if let Some(why) = broken_case {
+                return invalid(r, why);
+            }
             r.status = CaseStatus::Scored;
             r.fail_before = s.fail_before();
             r.pass_after = s.pass_after();
             r.fail_to_pass = r.fail_before && r.pass_after;
             r.matches_issue = matches_issue(issue_expected(&issue).as_ref(), &s.before);
-            r.before = Some(s.before_summary());
-            r.after = Some(s.after_summary());
-            r.test_files = s.test_files;
-            r.reason = candidate.reason.clone();
+            // Another reproducer's test that cannot run is its own failure; say so.
+            r.reason = match (unrunnable, candidate.reason.clone()) {
+                (Some(why), Some(said)) => Some(format!("the test cannot run: {why}; the reproducer said: {said}")),
+                (Some(why), None) => Some(format!("the test cannot run: {why}")),
+                (None, said) => said,
+            };
         }
         Err(ScoreError::Case(m)) => invalid(r, m),
+        // The gold test patch not applying is the case's fault, as `verify` has it.
+        Err(ScoreError::Candidate(m)) if is_gold => invalid(r, format!("gold_test_patch: {m}")),
         Err(ScoreError::Candidate(m)) if candidate.test_files().is_empty() => {
             // Writing no test is a legitimate answer ("not reproduced"): it scores zero.
             r.status = CaseStatus::Scored;

@@ -278,20 +278,7 @@ impl Scorer {
             ScoreError::Candidate(m) => ScoreError::Case(format!("gold_test_patch: {m}")),
             e => e,
         })?;
-        if scored.before.iter().any(|r| r.status == TestStatus::Errored) {
-            let why = scored.before.iter().find_map(|r| r.error.clone()).unwrap_or_default();
-            return Err(ScoreError::Case(format!("the gold test cannot run on the buggy tree: {}", one_line(&why))));
-        }
-        if !scored.fail_before() {
-            return Err(ScoreError::Case("the gold test passes on the buggy tree: the case shows no bug".into()));
-        }
-        if !scored.pass_after() {
-            let s = scored.after_summary();
-            return Err(ScoreError::Case(format!(
-                "the gold test does not pass with the gold patch: {}",
-                one_line(s.failure.as_deref().or(s.error.as_deref()).unwrap_or(&s.status))
-            )));
-        }
+        gold_verdict(&scored)?;
         Ok(scored)
     }
 
@@ -333,6 +320,84 @@ impl Scorer {
                 None => Ok(out),
             }
         })
+    }
+}
+
+/// Whether a scored run of the GOLD test shows a sound case: the test runs, fails on the
+/// buggy tree and passes with the gold patch. A test that errors on the buggy tree only
+/// (an import of what the fix adds) is fail-to-pass; one that errors on both trees
+/// cannot run at all ([`cannot_run`]).
+pub fn gold_verdict(scored: &Scored) -> Result<(), ScoreError> {
+    if let Some(why) = cannot_run(scored) {
+        return Err(ScoreError::Case(format!("the gold test cannot run: {why}")));
+    }
+    if !scored.fail_before() {
+        return Err(ScoreError::Case("the gold test passes on the buggy tree: the case shows no bug".into()));
+    }
+    if !scored.pass_after() {
+        let s = scored.after_summary();
+        return Err(ScoreError::Case(format!(
+            "the gold test does not pass with the gold patch: {}",
+            one_line(s.failure.as_deref().or(s.error.as_deref()).unwrap_or(&s.status))
+        )));
+    }
+    Ok(())
+}
+
+/// When a test file errored both before and after the gold patch (it cannot run at all:
+/// a missing dependency, a collection error, a timeout): which file, what kind of error
+/// and its first lines. Held against the case for the gold test, against the candidate
+/// for any other.
+pub fn cannot_run(scored: &Scored) -> Option<String> {
+    let (i, before) = scored.before.iter().enumerate().find(|(i, b)| {
+        b.status == TestStatus::Errored && scored.after.get(*i).is_some_and(|a| a.status == TestStatus::Errored)
+    })?;
+    let file = scored.test_files.get(i).map(String::as_str).unwrap_or("the test");
+    let head = error_head(before);
+    Some(format!("{file} errored before and after the gold patch ({}): {head}", error_kind(&head)))
+}
+
+/// The first lines of a run's error: the runner's message, and the first failure when the
+/// message alone says little ("the tests could not be loaded").
+fn error_head(r: &TestResult) -> String {
+    let mut lines: Vec<String> =
+        r.error.as_deref().unwrap_or("").lines().map(str::trim).filter(|l| !l.is_empty()).take(3).map(String::from).collect();
+    if let Some(f) = r.failures.first() {
+        let first = format!("{}: {}", f.kind.as_deref().unwrap_or("error"), f.message.lines().next().unwrap_or("").trim());
+        if !lines.iter().any(|l| l.contains(first.trim_end_matches(": "))) {
+            lines.push(first);
+        }
+    }
+    if lines.is_empty() {
+        lines.push(format!("exit code {:?}, no report", r.output.exit_code));
+    }
+    one_line(&lines.join("\n"))
+}
+
+/// What kind of error stops a test from running, from its text.
+fn error_kind(text: &str) -> &'static str {
+    const MISSING: &[&str] = &[
+        "ModuleNotFoundError",
+        "No module named",
+        "ImportError",
+        "Cannot find module",
+        "ERR_MODULE_NOT_FOUND",
+        "ClassNotFoundException",
+        "NoClassDefFoundError",
+        "does not exist", // javac: package x.y does not exist
+    ];
+    if text.starts_with("timed out") {
+        "timed out"
+    } else if text.starts_with("the memory limit") {
+        "memory limit"
+    } else if MISSING.iter().any(|m| text.contains(m)) {
+        "missing dependency"
+    } else if text.contains("collection failed") || text.contains("could not be loaded") || text.contains("SyntaxError") {
+        "collection error"
+    } else if text.starts_with("no tests ran") {
+        "no tests ran"
+    } else {
+        "error"
     }
 }
 

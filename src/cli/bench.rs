@@ -325,7 +325,7 @@ fn run_bench(a: RunArgs) -> anyhow::Result<i32> {
     let name = adapter.info().name;
     let out = a.out.clone().unwrap_or_else(|| {
         let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-        PathBuf::from(".reproagent").join("bench").join(format!("{name}-{t}"))
+        state_bench_dir().join(format!("{name}-{t}"))
     });
     let opts = BenchOptions {
         suite: a.suite.clone(),
@@ -451,7 +451,7 @@ fn import(a: ImportArgs) -> anyhow::Result<i32> {
     }
     let out = a.out.clone().unwrap_or_else(|| {
         let stem = a.file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "instances".into());
-        PathBuf::from(".reproagent").join("bench").join(format!("swt-{stem}"))
+        state_bench_dir().join(format!("swt-{stem}"))
     });
     let r = swt::import(&a.file, &checkouts, &out).map_err(err)?;
     for s in &r.skipped {
@@ -504,7 +504,7 @@ fn mine(a: MineArgs) -> anyhow::Result<()> {
     }
     let out = a.out.clone().unwrap_or_else(|| {
         let name = std::fs::canonicalize(&a.repo).ok().and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned())).unwrap_or_else(|| "repo".into());
-        PathBuf::from(".reproagent").join("bench").join(format!("mined-{name}"))
+        state_bench_dir().join(format!("mined-{name}"))
     });
     let opts = mine::MineOptions {
         repo: a.repo.clone(),
@@ -527,4 +527,11 @@ fn mine(a: MineArgs) -> anyhow::Result<()> {
     super::table::print(&["stage".to_string(), "kept".to_string(), "dropped".to_string()], &rows);
     println!("{} cases in {} (stages and dropped commits: {})", r.cases.len(), out.display(), out.join("mine.json").display());
     Ok(())
+}
+
+/// `.reproagent/bench/` under the current directory, the default home of bench outputs;
+/// `.reproagent/` gets its `.gitignore` (a failure shows when OUT is written).
+fn state_bench_dir() -> PathBuf {
+    let _ = crate::store::ensure_state_dir(std::path::Path::new("."));
+    crate::store::state_dir(std::path::Path::new("")).join("bench")
 }

@@ -258,6 +258,8 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
     crate::extract::check_queries().map_err(IndexError::Query)?;
     let root = opts.root.canonicalize().unwrap_or_else(|_| opts.root.clone());
     let db_path = store::db_path(&root);
+    // Also for an existing index: a `.reproagent/` made before it had its `.gitignore` gets one.
+    store::ensure_state_dir(&root).map_err(StoreError::from)?;
 
     let mut rebuilt_because = None;
     let existing = if opts.full {

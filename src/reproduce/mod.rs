@@ -276,21 +276,30 @@ pub struct RunDir {
     pub path: PathBuf,
     started: Instant,
     pub stages: Vec<StageTime>,
+    /// The repository root whose `.reproagent/` holds the run.
+    root: PathBuf,
     interrupt: crate::sandbox::interrupt::Registration,
 }
 
 impl RunDir {
-    /// A new run directory under `root/.reproagent/runs/`.
+    /// A new run under `root/.reproagent/runs/<id>/`. The directory is made by the first
+    /// write, so a run that stops before it writes anything (no index, an unreadable
+    /// tree) leaves no empty directory behind.
     pub fn create(root: &Path) -> Result<RunDir, ReproduceError> {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         // Sortable by time, unique by a hash of the session id (pid, nanoseconds, counter).
         let salt = blake3::hash(crate::sandbox::new_session_id().as_bytes()).to_hex();
         let id = format!("{}-{}", now.as_secs(), &salt[..8]);
-        let path = root.join(".reproagent").join("runs").join(&id);
-        std::fs::create_dir_all(&path)?;
-        let (p, i) = (path.clone(), id.clone());
-        let interrupt = crate::sandbox::interrupt::register_run("setup", Box::new(move |reason| write_interrupted(&p, &i, reason)));
-        Ok(RunDir { id, path, started: Instant::now(), stages: Vec::new(), interrupt })
+        let path = crate::store::state_dir(root).join("runs").join(&id);
+        let (r, p, i) = (root.to_path_buf(), path.clone(), id.clone());
+        let interrupt = crate::sandbox::interrupt::register_run(
+            "setup",
+            Box::new(move |reason| match make_run_dir(&r, &p) {
+                Ok(()) => write_interrupted(&p, &i, reason),
+                Err(e) => format!("error: {reason}; the run directory {} could not be made: {e}", p.display()),
+            }),
+        );
+        Ok(RunDir { id, path, started: Instant::now(), stages: Vec::new(), root: root.to_path_buf(), interrupt })
     }
 
     /// Say which stage runs now: an interrupt names it in the outcome.
@@ -307,6 +316,7 @@ impl RunDir {
     /// Write one file of the run (the report, the test) as it is.
     pub fn write_text(&self, name: &str, contents: impl AsRef<[u8]>) -> Result<(), ReproduceError> {
         let _gate = crate::sandbox::interrupt::write_gate();
+        make_run_dir(&self.root, &self.path)?;
         std::fs::write(self.path.join(name), contents)?;
         Ok(())
     }
@@ -317,6 +327,15 @@ impl RunDir {
         let now = self.started.elapsed().as_secs_f64();
         self.stages.push(StageTime { stage: stage.to_string(), seconds: now - total });
     }
+}
+
+/// Make a run's directory (and `.reproagent/` with its `.gitignore`) if it is not there.
+fn make_run_dir(root: &Path, path: &Path) -> std::io::Result<()> {
+    if !path.is_dir() {
+        crate::store::ensure_state_dir(root)?;
+        std::fs::create_dir_all(path)?;
+    }
+    Ok(())
 }
 
 /// The outcome of an interrupted run, unless it has one: `error` with the reason, the

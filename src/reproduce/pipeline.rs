@@ -503,7 +503,11 @@ fn stages(
         .as_ref()
         .map(|e| format!("{}|{}|{:?}|{:?}", e.python.interpreter.display(), e.python.version.as_deref().unwrap_or(""), req.env.workdir, req.env.activate))
         .unwrap_or_default();
-    let gen_key = Resume::key(&["generation", &gen_system, &gen_user, REVIEW, &model_name, &tree, &env_part]);
+        // Where and how the test runs decides the verdict too: a run in another sandbox,
+    // image or with another timeout is not the same generation.
+    let image = req.image.clone().or_else(|| sandbox::image::recorded_image(&req.root)).unwrap_or_else(|| "reproagent-env:none".into());
+    let where_run = format!("sandbox={:?} image={image} timeout={}", req.sandbox, req.timeout_secs);
+    let gen_key = Resume::key(&["generation", &gen_system, &gen_user, REVIEW, &model_name, &tree, &where_run, &env_part]);
     if let Some((generation, old)) = resume.reuse_generation(&gen_key) {
         resume.inputs.insert("generation".into(), gen_key);
         run.write("inputs.json", &resume.inputs).map_err(|e| io(run, e))?;

@@ -121,9 +121,7 @@ pub async fn prepare(repo: &Path, base_image: &str, mut on_step: impl FnMut(&Ste
     let tag = tag_for(repo, base.id.as_deref().unwrap_or(base_image));
     let record = |tag: &str| -> Result<()> {
         let p: PathBuf = repo.join(IMAGE_RECORD);
-        if let Some(dir) = p.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| SandboxError::io("creating .reproagent/", e))?;
-        }
+        crate::store::ensure_state_dir(repo).map_err(|e| SandboxError::io("creating .reproagent/", e))?;
         std::fs::write(&p, format!("{tag}\n")).map_err(|e| SandboxError::io("recording the image", e))
     };
     if d.inspect_image(&tag).await.is_ok() {
@@ -241,7 +239,7 @@ async fn build_dockerfile(d: &bollard::Docker, repo: &Path, on_step: &mut impl F
             let mut b = tar::Builder::new(Vec::new());
             b.follow_symlinks(false);
             let io = |e| SandboxError::io("archiving the build context", e);
-            for rel in super::local::repo_entries_except(&repo, &[])? {
+            for rel in super::copy::repo_entries(&repo)? {
                 b.append_path_with_name(repo.join(&rel), &rel).map_err(io)?;
             }
             b.into_inner().map_err(io)

@@ -59,7 +59,8 @@ impl LocalSandbox {
         }
         // An environment that lives in the repository (`.venv`) is used where it is, not copied.
         let skip: Vec<PathBuf> = config.env.as_ref().and_then(|e| env_inside(&config.repo, e)).into_iter().collect();
-        copy_tree_except(&config.repo, &repo, &skip)?;
+        super::copy::copy_tree(&config.repo, &repo)?;
+        copy_skip(&repo, &skip)?;
         let repo_str = repo.to_string_lossy().into_owned();
         let (path, base_env) = environment(&root, &repo, &config.repo, config.env.as_deref())?;
         let mut sb = LocalSandbox {
@@ -309,57 +310,6 @@ impl Sandbox for LocalSandbox {
     }
 }
 
-/// The repository's files, relative and sorted, skipping our own `.reproagent/` state
-/// and the trees in `skip` (relative paths).
-pub(crate) fn repo_entries_except(root: &Path, skip: &[PathBuf]) -> Result<Vec<PathBuf>> {
-    fn walk(root: &Path, rel: &Path, skip: &[PathBuf], out: &mut Vec<PathBuf>) -> Result<()> {
-        let dir = root.join(rel);
-        let rd = std::fs::read_dir(&dir).map_err(|e| SandboxError::io(format!("reading {}", dir.display()), e))?;
-        let mut names: Vec<_> = rd.filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
-        names.sort();
-        for name in names {
-            if rel.as_os_str().is_empty() && name == ".reproagent" {
-                continue;
-            }
-            let r = rel.join(&name);
-            if skip.contains(&r) {
-                continue;
-            }
-            let ft = std::fs::symlink_metadata(root.join(&r))
-                .map_err(|e| SandboxError::io(format!("reading {}", r.display()), e))?
-                .file_type();
-            out.push(r.clone());
-            if ft.is_dir() {
-                walk(root, &r, skip, out)?;
-            }
-        }
-        Ok(())
-    }
-    let mut out = Vec::new();
-    walk(root, Path::new(""), skip, &mut out)?;
-    Ok(out)
-}
-
-/// Copy a tree but `skip`, keeping symlinks as symlinks (never following them out of the repo).
-fn copy_tree_except(src: &Path, dst: &Path, skip: &[PathBuf]) -> Result<()> {
-    std::fs::create_dir_all(dst).map_err(|e| SandboxError::io("creating the repository copy", e))?;
-    for rel in repo_entries_except(src, skip)? {
-        let (from, to) = (src.join(&rel), dst.join(&rel));
-        let meta = std::fs::symlink_metadata(&from).map_err(|e| SandboxError::io(format!("reading {}", rel.display()), e))?;
-        let res = if meta.is_dir() {
-            std::fs::create_dir_all(&to)
-        } else if meta.file_type().is_symlink() {
-            std::fs::read_link(&from).and_then(|t| std::os::unix::fs::symlink(t, &to))
-        } else if meta.is_file() {
-            std::fs::copy(&from, &to).map(|_| ())
-        } else {
-            Ok(()) // sockets, fifos, devices: not part of a repository
-        };
-        res.map_err(|e| SandboxError::io(format!("copying {}", rel.display()), e))?;
-    }
-    Ok(())
-}
-
 /// The environment's directory relative to the repository, when it lives inside it.
 pub(crate) fn env_inside(repo: &Path, env: &super::env::Environment) -> Option<PathBuf> {
     let prefix = env.python.prefix.as_ref()?;
@@ -527,4 +477,16 @@ except Exception:
     pass
 "#
     )
+}
+
+/// Remove from the copy the environments that live in the repository (a conda env has no
+/// `pyvenv.cfg`, so the copy rule keeps it): they are used where they are.
+fn copy_skip(copy: &Path, skip: &[PathBuf]) -> Result<()> {
+    for rel in skip {
+        let p = copy.join(rel);
+        if std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir()) {
+            std::fs::remove_dir_all(&p).map_err(|e| SandboxError::io(format!("leaving {} out of the copy", rel.display()), e))?;
+        }
+    }
+    Ok(())
 }

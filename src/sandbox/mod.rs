@@ -10,6 +10,7 @@
 //! [`policy`] refuses dangerous commands before they reach either implementation;
 //! [`interrupt`] tears down whatever is live on Ctrl-C.
 
+pub mod copy;
 pub mod docker;
 pub mod env;
 pub mod image;

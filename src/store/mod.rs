@@ -121,7 +121,31 @@ pub const INDICES: &[(&str, &str)] = &[
 
 /// Paths of the index files under a repository root.
 pub fn db_path(root: &Path) -> PathBuf {
-    root.join(".reproagent").join("graph.db")
+    state_dir(root).join("graph.db")
+}
+
+/// reproagent's state under a repository root: the index, runs, bench records.
+pub fn state_dir(root: &Path) -> PathBuf {
+    root.join(".reproagent")
+}
+
+/// What `.reproagent/.gitignore` holds: everything in the directory (itself included)
+/// is ignored, so git never shows it and the user's `.gitignore` is left alone.
+pub const STATE_GITIGNORE: &str = "# Written by reproagent: its state is never part of the repository.\n*\n";
+
+/// Create `root/.reproagent/` when it is missing and give it its `.gitignore`; an
+/// existing directory without one gets it (an existing one is left as the user has it).
+pub fn ensure_state_dir(root: &Path) -> std::io::Result<PathBuf> {
+    let dir = state_dir(root);
+    std::fs::create_dir_all(&dir)?;
+    let ignore = dir.join(".gitignore");
+    if std::fs::symlink_metadata(&ignore).is_err() {
+        // Written aside and renamed, so a killed run never leaves a half-written file.
+        let tmp = dir.join(format!(".gitignore.tmp-{}", std::process::id()));
+        std::fs::write(&tmp, STATE_GITIGNORE)?;
+        std::fs::rename(&tmp, &ignore)?;
+    }
+    Ok(dir)
 }
 
 /// An open index.

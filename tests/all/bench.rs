@@ -294,7 +294,7 @@ fn broken_cases_are_counted_apart_with_their_reason() {
     for (id, want) in [
         ("bad-patch", "gold_patch does not apply"),
         ("no-repo", "does not exist"),
-        ("cannot-run", "cannot run on the buggy tree"),
+        ("cannot-run", "errored before and after the gold patch"),
         ("bad-json", "`language`"),
     ] {
         assert_eq!(case(&r, id).status, CaseStatus::Invalid, "{id}: {}", reason(id));
@@ -302,6 +302,72 @@ fn broken_cases_are_counted_apart_with_their_reason() {
     }
     let t = summarize(&r).total;
     assert_eq!((t.invalid, t.judged()), (4, 1));
+}
+
+/// A case whose GOLD test cannot run at all (it errors before and after the gold patch:
+/// here a dependency that is not installed) is invalid, with the file, the kind of error
+/// and its first lines: for the gold adapter with and without verification, so the gold
+/// adapter scores 100% of the judged cases. A gold test that errors before the fix only
+/// (it imports what the fix adds) is a sound fail-to-pass case. Another reproducer's test
+/// that errors both ways is that reproducer's failure, not an invalid case.
+#[test]
+fn a_gold_test_that_cannot_run_makes_the_case_invalid() {
+    let s = tempfile::tempdir().unwrap();
+    let root = s.path();
+    let missing = "import numkit_plugins_not_installed\n\n\ndef test_plugin():\n    assert numkit_plugins_not_installed.VERSION\n";
+    write_case(&root.join("missing-dep"), "py-median-even", |d, v| {
+        v["id"] = json!("missing-dep");
+        let p = reproagent::bench::case::diff_for_files(&d.join("repo"), &[("tests/test_plugin.py".into(), missing.into())]);
+        std::fs::write(d.join("test.patch"), p).unwrap();
+    });
+    // The fix adds numkit/extra.py; its test imports it, so it cannot even load before.
+    write_case(&root.join("new-api"), "py-median-even", |d, v| {
+        v["id"] = json!("new-api");
+        let repo = d.join("repo");
+        let add = reproagent::bench::case::diff_for_files(&repo, &[("numkit/extra.py".into(), "def twice(x):\n    return 2 * x\n".into())]);
+        let gold = std::fs::read_to_string(d.join("gold.patch")).unwrap();
+        std::fs::write(d.join("gold.patch"), format!("{gold}{add}")).unwrap();
+        let test = "from numkit.extra import twice\n\n\ndef test_twice():\n    assert twice(2) == 4\n";
+        std::fs::write(d.join("test.patch"), reproagent::bench::case::diff_for_files(&repo, &[("tests/test_extra.py".into(), test.into())])).unwrap();
+    });
+    let out = tempfile::tempdir().unwrap();
+    for verify in [false, true] {
+        let mut o = options(root, &out.path().join(format!("gold-{verify}")), Choice::Local);
+        o.verify = verify;
+        let r = bench(&adapter::Gold, &o);
+        let bad = case(&r, "missing-dep");
+        let why = bad.reason.clone().unwrap_or_default();
+        eprintln!("verify={verify}: {why}");
+        assert_eq!(bad.status, CaseStatus::Invalid, "verify={verify}: {why}");
+        for want in ["the gold test cannot run", "tests/test_plugin.py errored before and after the gold patch", "(missing dependency)", "No module named 'numkit_plugins_not_installed'"] {
+            assert!(why.contains(want), "verify={verify}: {want:?} not in {why}");
+        }
+        assert_eq!(bad.before.as_ref().unwrap().status, "errored");
+        let good = case(&r, "new-api");
+        assert_eq!(good.status, CaseStatus::Scored, "verify={verify}: {:?}", good.reason);
+        assert!(good.fail_to_pass, "verify={verify}: {:?} {:?}", good.before, good.after);
+        assert_eq!(good.before.as_ref().unwrap().status, "errored");
+        let t = summarize(&r).total;
+        assert_eq!((t.invalid, t.judged(), t.fail_to_pass), (1, 1, 1), "verify={verify}");
+    }
+
+    // Verifying before another adapter: the same verdicts.
+    let mut o = options(root, &out.path().join("empty"), Choice::Local);
+    o.verify = true;
+    let r = bench(&adapter::Empty, &o);
+    assert_eq!(case(&r, "missing-dep").status, CaseStatus::Invalid);
+    assert_eq!(case(&r, "new-api").status, CaseStatus::Scored, "{:?}", case(&r, "new-api").reason);
+
+    // --no-verify, and a reproducer whose own test errors both ways: its failure.
+    let mut o = options(root, &out.path().join("broken-candidate"), Choice::Local);
+    o.only = vec!["new-api".into()];
+    let writes = adapter::External { command: format!("mkdir -p tests && printf '%s' '{missing}' > tests/test_mine.py"), timeout: Duration::from_secs(60) };
+    let c = bench(&writes, &o).cases.remove(0);
+    assert_eq!(c.status, CaseStatus::Scored, "{:?}", c.reason);
+    assert!(!c.fail_to_pass);
+    let why = c.reason.unwrap_or_default();
+    eprintln!("candidate: {why}");
+    assert!(why.contains("the test cannot run: tests/test_mine.py errored before and after the gold patch (missing dependency)"), "{why}");
 }
 
 fn cli(args: &[&str]) -> std::process::Output {

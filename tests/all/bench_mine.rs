@@ -179,6 +179,29 @@ fn mine_without_verify_keeps_every_candidate() {
     // The six newest commits (not the initial one); the verify stage is left out.
     assert_eq!(kept, vec![6, 6, 5, 3, 2]);
     assert_eq!(record["cases"].as_array().unwrap().len(), 2);
+
+    // A re-run into the same OUT over fewer commits: the case it no longer writes is
+    // gone from OUT, and what else is there stays.
+    let case_dirs = || -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(&out)
+            .expect("out")
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().join("case.json").exists())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(case_dirs().len(), 2);
+    std::fs::create_dir_all(out.join("notes")).expect("mkdir");
+    std::fs::write(out.join("notes/keep.md"), "mine").expect("write");
+    let o = reproagent(&["bench", "mine", repo.to_str().unwrap(), "--out", out.to_str().unwrap(), "--max-lines", "20", "--no-verify", "--max-commits", "1"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let record = read_json(&out.join("mine.json"));
+    let cases: Vec<String> = record["cases"].as_array().unwrap().iter().map(|c| c.as_str().unwrap().to_string()).collect();
+    assert_eq!(cases.len(), 1);
+    assert_eq!(case_dirs(), cases, "a case of the previous run was left in OUT");
+    assert!(out.join("notes/keep.md").exists());
 }
 
 /// A repository with a buggy commit (the base) and the fix with its test after it;

@@ -16,6 +16,7 @@ mod model;
 mod pipeline;
 mod reproduce;
 mod sandbox;
+mod sandbox_copy;
 mod search;
 mod support;
 mod tools;

@@ -488,7 +488,7 @@ fn resume_reuses_the_stages_whose_inputs_did_not_change() {
     assert_eq!(first.status, Status::Reproduced, "{}", first.reason);
     let issue = fixture("bugs/py-slug/issue.md");
     let text = std::fs::read_to_string(&issue).unwrap();
-    let resume = |text: &str, script: Vec<Reply>| {
+    let resume_with = |text: &str, timeout_secs: u64, script: Vec<Reply>| {
         let server = ScriptedServer::start(script);
         let o = pipeline::run(
             &pipeline::Request {
@@ -498,7 +498,7 @@ fn resume_reuses_the_stages_whose_inputs_did_not_change() {
                 sandbox: Choice::Local,
                 image: None,
                 write: false,
-                timeout_secs: 120,
+                timeout_secs,
                 resume: Some(Path::new(&first.run_dir).to_path_buf()),
                 env: Default::default(),
                 environment: None,
@@ -508,6 +508,7 @@ fn resume_reuses_the_stages_whose_inputs_did_not_change() {
         .unwrap();
         (o, server.requests())
     };
+    let resume = |text: &str, script: Vec<Reply>| resume_with(text, 120, script);
 
     // Same issue, same tree, same model: every stage is reused, generation included; no
     // model call, no sandbox.
@@ -523,6 +524,13 @@ fn resume_reuses_the_stages_whose_inputs_did_not_change() {
         assert_eq!(read_json(&first.run_dir, a), read_json(&o.run_dir, a), "{a}");
     }
     assert_eq!(read_json(&o.run_dir, "outcome.json")["run_id"], read_json(&o.run_dir, "run.json")["run_id"]);
+
+    // Where the test runs is part of generation's inputs: with another timeout the
+    // analysis is reused but the test is written and run again.
+    let (o, reqs) = resume_with(&text, 90, py_script().split_off(5));
+    assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(read_json(&o.run_dir, "run.json")["reused"], json!(["localization", "root_cause", "test_plan"]));
 
     // A generation that ended in an error (a broken sandbox, an interrupt) says nothing
     // about the test: it runs again, and only it calls the model.

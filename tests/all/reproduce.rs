@@ -148,3 +148,89 @@ fn bad_input_ends_with_a_clear_outcome() {
     assert_eq!(o.status, Status::NotReproduced);
     assert!(o.reason.contains("fails with AttributeError but the issue reports KeyError"), "{}", o.reason);
 }
+
+fn git(root: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "init.defaultBranch=main"])
+        .args(args)
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `.reproagent/` carries its own `.gitignore` (`*`): after `index` and `reproduce`, `git
+/// status` shows nothing of it, and the user's `.gitignore` is not touched. An existing
+/// `.reproagent/` without one gets it on the next run.
+#[test]
+fn git_status_shows_nothing_of_the_state_dir() {
+    let repo = copy_tree(&fixture("bugs/py-slug/repo"));
+    let root = repo.path();
+    std::fs::write(root.join(".gitignore"), "*.log\n").unwrap();
+    git(root, &["init", "-q"]);
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-qm", "init"]);
+    let status = || git(root, &["status", "--porcelain", "--untracked-files=all", "--ignored=no"]);
+
+    index_with(root, 1, false);
+    assert!(root.join(".reproagent/graph.db").exists());
+    assert_eq!(status(), "", "git sees the index");
+    assert_eq!(std::fs::read_to_string(root.join(".reproagent/.gitignore")).unwrap().lines().last(), Some("*"));
+    assert_eq!(std::fs::read_to_string(root.join(".gitignore")).unwrap(), "*.log\n", "the user's .gitignore was changed");
+
+    let o = reproduce_in(root, fixture("bugs/py-slug/issue.md").to_str().unwrap(), Choice::Local, None, false);
+    assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
+    assert!(Path::new(&o.run_dir).join("report.md").exists());
+    assert_eq!(status(), "", "git sees the run");
+
+    // A state dir from before: the next run gives it its .gitignore.
+    std::fs::remove_file(root.join(".reproagent/.gitignore")).unwrap();
+    assert!(status().contains(".reproagent/graph.db"), "{}", status());
+    index_with(root, 1, false);
+    assert_eq!(status(), "");
+}
+
+/// A reproduce that stops before its first stage (here: no index) leaves nothing behind:
+/// no run directory, and no `.reproagent/` where there was none; the error says what to do.
+#[test]
+fn a_reproduce_with_no_index_leaves_no_run_dir() {
+    let repo = copy_tree(&fixture("bugs/py-slug/repo"));
+    let root = repo.path();
+    let issue = fixture("bugs/py-slug/issue.md");
+    let req = keyfree::Request {
+        root: root.to_path_buf(),
+        issue_file: issue.clone(),
+        issue_text: std::fs::read_to_string(&issue).unwrap(),
+        sandbox: Choice::Local,
+        image: None,
+        write: false,
+        timeout_secs: 120,
+        resume: None,
+        env: Default::default(),
+        environment: None,
+    };
+    let e = keyfree::run(&req).unwrap_err();
+    assert!(e.to_string().contains("no index"), "{e}");
+    assert!(!root.join(".reproagent").exists(), "a run with no index left .reproagent/");
+
+    // The CLI: one line with a hint, exit 1, nothing left.
+    let out = Command::new(env!("CARGO_BIN_EXE_reproagent"))
+        .args(["reproduce", "--sandbox", "local", "--issue"])
+        .arg(&issue)
+        .arg("-C")
+        .arg(root)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("no index") && err.contains("hint:") && err.trim().lines().count() == 1, "{err}");
+    assert!(!root.join(".reproagent").exists());
+
+    // An existing state dir whose index is gone: still no run directory.
+    index_with(root, 1, false);
+    std::fs::remove_file(root.join(".reproagent/graph.db")).unwrap();
+    assert!(keyfree::run(&req).is_err());
+    let runs = root.join(".reproagent/runs");
+    assert!(!runs.exists() || std::fs::read_dir(&runs).unwrap().next().is_none(), "an empty run directory was left");
+}
