@@ -279,7 +279,8 @@ async fn docker_workdir_and_activate() {
 
 /// A bench case's `tests.python` is where the scorer runs its tests: the gold test is
 /// fail-to-pass in a venv with pytest; in one without, it runs with unittest there (not
-/// the system's pytest) and the result says why; a bad one makes the case invalid.
+/// the system's pytest), cannot import pytest either way, and the case is invalid with
+/// the fix in its reason; a bad one makes the case invalid too.
 #[test]
 fn bench_case_python() {
     use reproagent::bench::adapter;
@@ -313,10 +314,12 @@ fn bench_case_python() {
     let ok = get("with-pytest");
     assert!(ok.fail_to_pass, "{ok:#?}");
     assert!(ok.environment.as_deref().unwrap_or("").contains(&format!("virtualenv {}", e.full.display())), "{ok:#?}");
+    // The gold test imports pytest: without it the test cannot run either way, so the
+    // case is invalid (not the gold adapter's failure), and the reason carries the fix.
     let bare = get("without-pytest");
-    assert_eq!(bare.status, CaseStatus::Scored, "{bare:#?}");
+    assert_eq!(bare.status, CaseStatus::Invalid, "{bare:#?}");
     assert!(!bare.pass_after, "{bare:#?}");
-    let why = bare.after.as_ref().and_then(|a| a.error.clone()).unwrap_or_default();
+    let why = bare.reason.clone().unwrap_or_default();
     assert!(why.contains("pytest is not installed in") && why.contains("pip install pytest"), "{why}");
     let bad = get("bad");
     assert_eq!(bad.status, CaseStatus::Invalid, "{bad:#?}");
