@@ -104,7 +104,7 @@ fn keep_run(ws: &Workspace, run_dir: &str) {
 fn from_outcome(o: &reproduce::Outcome) -> Result<Candidate, String> {
     let claimed = Some(o.status.as_str().to_string());
     match (&o.test_path, &o.test_code, o.status) {
-        (Some(p), Some(c), _) => Ok(Candidate { files: vec![(p.clone(), c.clone())], patch: None, claimed, reason: Some(o.reason.clone()) }),
+        (Some(p), Some(c), _) => Ok(Candidate { files: vec![(p.clone(), c.clone())], patch: None, claimed, reason: Some(o.reason.clone()), only: Vec::new() }),
         (_, _, Status::Error) => Err(format!("reproduce ended in error: {}", o.reason)),
         _ => Ok(Candidate { claimed, reason: Some(o.reason.clone()), ..Candidate::default() }),
     }
@@ -184,7 +184,7 @@ impl Adapter for Gold {
     }
     fn produce(&self, ws: &Workspace) -> Result<Candidate, String> {
         let patch = ws.case.gold_test_patch_text().map_err(|e| e.to_string())?.ok_or("the case has no gold_test_patch")?;
-        Ok(Candidate { patch: Some(patch), claimed: Some("gold".into()), ..Candidate::default() })
+        Ok(Candidate { patch: Some(patch), claimed: Some("gold".into()), only: ws.case.fail_to_pass.clone(), ..Candidate::default() })
     }
 }
 

@@ -24,6 +24,11 @@ pub struct Candidate {
     pub claimed: Option<String>,
     /// What it said about it.
     pub reason: Option<String>,
+    /// Run only these tests of its files (ids as SWE-bench's `FAIL_TO_PASS` gives them:
+    /// `file::Class::test`, `test (module.Class)`, a bare `test_name`), not the whole
+    /// files: a gold test file's other tests may fail for reasons that are not the case's.
+    /// Empty, or an id that names no test of the files: the whole files run.
+    pub only: Vec<String>,
 }
 
 impl Candidate {
@@ -261,8 +266,10 @@ impl Scorer {
         if files.is_empty() {
             return Err(ScoreError::Candidate("the candidate's test files are not in the tree once applied".into()));
         }
-        let before = self.run_tests(case, before_tree.path(), &files)?;
-        let after = self.run_tests(case, after_tree.path(), &files)?;
+        let targets = test_targets(&candidate.only, &files, before_tree.path())
+            .unwrap_or_else(|| files.iter().map(|f| (f.clone(), None)).collect());
+        let before = self.run_tests(case, before_tree.path(), &targets)?;
+        let after = self.run_tests(case, after_tree.path(), &targets)?;
         Ok(Scored { before, after, test_files: files })
     }
 
@@ -273,7 +280,7 @@ impl Scorer {
             .gold_test_patch_text()
             .map_err(|e| ScoreError::Case(e.to_string()))?
             .ok_or_else(|| ScoreError::Case("the case has no gold_test_patch to verify".into()))?;
-        let gold = Candidate { patch: Some(test), ..Candidate::default() };
+        let gold = Candidate { patch: Some(test), only: case.fail_to_pass.clone(), ..Candidate::default() };
         let scored = self.score(case, &gold).map_err(|e| match e {
             ScoreError::Candidate(m) => ScoreError::Case(format!("gold_test_patch: {m}")),
             e => e,
@@ -282,8 +289,8 @@ impl Scorer {
         Ok(scored)
     }
 
-    /// Run each test file in a fresh sandbox over `tree`.
-    fn run_tests(&self, case: &Case, tree: &Path, files: &[String]) -> Result<Vec<TestResult>, ScoreError> {
+    /// Run each test file (or one test of it) in a sandbox over `tree`.
+    fn run_tests(&self, case: &Case, tree: &Path, files: &[(String, Option<String>)]) -> Result<Vec<TestResult>, ScoreError> {
         let image = case.tests.image.clone().or_else(|| self.image.clone()).unwrap_or_else(|| "reproagent-env:none".into());
         let timeout = case.tests.timeout_secs.unwrap_or(self.timeout_secs);
         let (environment, opts) = self.case_env(case)?;
@@ -298,10 +305,10 @@ impl Scorer {
             let sb = opened.sandbox;
             let mut out = Vec::new();
             let mut err = None;
-            for f in files {
+            for (f, test) in files {
                 let args = RunTestArgs {
                     file: f.clone(),
-                    test: None,
+                    test: test.clone(),
                     framework: case.tests.framework.clone(),
                     command: case.tests.command.clone(),
                     timeout_secs: timeout,
@@ -321,6 +328,48 @@ impl Scorer {
             }
         })
     }
+}
+
+/// The `(file, test)` each id of `ids` names among `files` (relative to `tree`), or None
+/// when some id names none of them (then the whole files run). The id forms are
+/// SWE-bench's: `path::Class::test[param]` (pytest), `test (module.Class)` or
+/// `test (module.Class.test)` (unittest and Django's runner, the module dotted from the
+/// test root), and a bare `test_name` (the one file of `files` defining it).
+pub fn test_targets(ids: &[String], files: &[String], tree: &Path) -> Option<Vec<(String, Option<String>)>> {
+    if ids.is_empty() {
+        return None;
+    }
+    let dotted = |f: &str| f.trim_end_matches(".py").replace('/', ".");
+    let mut out = Vec::new();
+    for id in ids {
+        let id = id.trim();
+        let target = if let Some((file, rest)) = id.split_once("::") {
+            files.iter().find(|f| f.as_str() == file).map(|f| (f.clone(), Some(rest.to_string())))
+        } else if let Some((name, inner)) = id.strip_suffix(')').and_then(|x| x.split_once(" (")) {
+            let inner = inner.strip_suffix(&format!(".{name}")).unwrap_or(inner);
+            let (module, class) = inner.rsplit_once('.')?;
+            files
+                .iter()
+                .find(|f| dotted(f) == module || dotted(f).ends_with(&format!(".{module}")))
+                .map(|f| (f.clone(), Some(format!("{class}.{name}"))))
+        } else if !id.is_empty() && id.chars().all(|c| c.is_alphanumeric() || c == '_') {
+            let defines = |f: &String| {
+                std::fs::read_to_string(tree.join(f)).is_ok_and(|c| c.lines().any(|l| {
+                    let l = l.trim_start();
+                    l.starts_with(&format!("def {id}(")) || l.starts_with(&format!("async def {id}("))
+                }))
+            };
+            let found: Vec<&String> = files.iter().filter(|f| defines(f)).collect();
+            (found.len() == 1).then(|| (found[0].clone(), Some(id.to_string())))
+        } else {
+            None
+        };
+        let t = target?;
+        if !out.contains(&t) {
+            out.push(t);
+        }
+    }
+    Some(out)
 }
 
 /// Whether a scored run of the GOLD test shows a sound case: the test runs, fails on the
@@ -420,5 +469,32 @@ mod message_tests {
         assert!(message_matches("[Errno 2] No such file or directory: '/home/ann/data/x.csv'", "[Errno 2] No such file or directory: '/tmp/pytest-3/x.csv'"));
         assert!(!message_matches("list index out of range", "unsupported operand type(s) for +: 'int' and 'str'"));
         assert!(!message_matches("'colour'", "'size'"));
+    }
+}
+
+#[cfg(test)]
+mod target_tests {
+    use super::test_targets;
+
+    #[test]
+    fn fail_to_pass_ids_name_tests_of_the_files() {
+        let t = tempfile::tempdir().expect("tmp");
+        std::fs::create_dir_all(t.path().join("sympy/core/tests")).expect("mkdir");
+        std::fs::write(t.path().join("sympy/core/tests/test_f.py"), "def test_a():\n    pass\n\ndef test_b(): pass\n").expect("write");
+        let files = vec!["tests/delete/tests.py".to_string(), "tests/test_cli.py".to_string(), "sympy/core/tests/test_f.py".to_string()];
+        let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            test_targets(&ids(&["tests/test_cli.py::TestRoutes::test_host[a.b]", "test_x (delete.tests.FastDeleteTests)", "test_y (delete.tests.T.test_y)", "test_b"]), &files, t.path()),
+            Some(vec![
+                ("tests/test_cli.py".into(), Some("TestRoutes::test_host[a.b]".into())),
+                ("tests/delete/tests.py".into(), Some("FastDeleteTests.test_x".into())),
+                ("tests/delete/tests.py".into(), Some("T.test_y".into())),
+                ("sympy/core/tests/test_f.py".into(), Some("test_b".into())),
+            ])
+        );
+        // An id that names no test of the files: the whole files run.
+        assert_eq!(test_targets(&ids(&["tests/other.py::test_z"]), &files, t.path()), None);
+        assert_eq!(test_targets(&ids(&["test_nowhere"]), &files, t.path()), None);
+        assert_eq!(test_targets(&[], &files, t.path()), None);
     }
 }
