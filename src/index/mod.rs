@@ -144,10 +144,15 @@ pub struct SourceFile {
 }
 
 /// Walk `root` honouring .gitignore; source files sorted by relative path, plus what the
-/// walk could not enter.
+/// walk could not enter or refused. Symlinks are followed only while they stay inside the
+/// root (canonical): one leading out, or dangling, is skipped and reported, so nothing
+/// outside the repository is ever indexed. FIFOs, sockets and devices are refused by type.
 pub fn walk(root: &Path, include_vendored: bool) -> (Vec<SourceFile>, Vec<Skip>) {
     let mut files = Vec::new();
     let mut skipped = Vec::new();
+    let canon_root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let refused: std::sync::Arc<std::sync::Mutex<Vec<Skip>>> = Default::default();
+    let (refused_w, root_w, canon_w) = (refused.clone(), root.to_path_buf(), canon_root.clone());
     let walker = ignore::WalkBuilder::new(root)
         .follow_links(true)
         .hidden(true)
@@ -155,6 +160,14 @@ pub fn walk(root: &Path, include_vendored: bool) -> (Vec<SourceFile>, Vec<Skip>)
         .git_exclude(true)
         .require_git(false)
         .filter_entry(move |e| {
+            if e.depth() > 0 && e.path_is_symlink() {
+                if let Err(why) = crate::confine::resolve_inside(&canon_w, e.path()) {
+                    if let Ok(mut r) = refused_w.lock() {
+                        r.push(Skip { path: rel_path(&root_w, e.path()), reason: why.to_string() });
+                    }
+                    return false;
+                }
+            }
             let name = e.file_name().to_string_lossy();
             let is_dir = e.file_type().is_some_and(|t| t.is_dir());
             if !is_dir {
@@ -178,11 +191,18 @@ pub fn walk(root: &Path, include_vendored: bool) -> (Vec<SourceFile>, Vec<Skip>)
                     Some(t) if t.is_symlink() => {
                         skipped.push(Skip { path: rel, reason: "broken symlink".into() });
                     }
-                    _ => skipped.push(Skip { path: rel, reason: "not a regular file".into() }),
+                    Some(t) => {
+                        let kind = crate::confine::special_kind(&t).unwrap_or("unknown type");
+                        skipped.push(Skip { path: rel, reason: format!("not a regular file ({kind})") });
+                    }
+                    None => skipped.push(Skip { path: rel, reason: "not a regular file".into() }),
                 }
             }
             Err(err) => skipped.push(walk_error(root, &err)),
         }
+    }
+    if let Ok(mut r) = refused.lock() {
+        skipped.append(&mut r);
     }
     files.sort_by(|a, b| a.rel.cmp(&b.rel));
     files.dedup_by(|a, b| a.rel == b.rel);
@@ -296,7 +316,7 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
             .map_init(
                 || Extractor::new(limits),
                 |ex, sf| {
-                    let r = extract_or_reuse(ex, sf, limits, &old_by_path, &parsed);
+                    let r = extract_or_reuse(&root, ex, sf, limits, &old_by_path, &parsed);
                     pb.inc(1);
                     r
                 },
@@ -573,6 +593,7 @@ enum Got {
 }
 
 fn extract_or_reuse(
+    canon_root: &Path,
     ex: &mut Extractor,
     sf: &SourceFile,
     limits: Limits,
@@ -587,7 +608,10 @@ fn extract_or_reuse(
     if meta.len() > limits.max_bytes {
         return Err(skip(format!("too large: {} bytes, limit {} (--max-file-bytes)", meta.len(), limits.max_bytes)));
     }
-    let bytes = std::fs::read(&sf.abs).map_err(|e| skip(io_reason(&e)))?;
+    let bytes = crate::confine::read_regular(canon_root, &sf.abs).map_err(|e| match e {
+        crate::confine::Refused::Io(e) => skip(io_reason(&e)),
+        other => skip(other.to_string()),
+    })?;
     let hash = content_hash(&bytes);
     if let Some(&(i, old_hash)) = old.get(sf.rel.as_str()) {
         if old_hash == hash {
@@ -609,12 +633,13 @@ fn extract_or_reuse(
 pub fn parse_only(root: &Path, threads: Option<usize>) -> Result<(usize, Duration), IndexError> {
     let started = Instant::now();
     let (files, _) = walk(root, false);
+    let canon_root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
     let pool = pool(threads)?;
     let n = pool.install(|| {
         files
             .par_iter()
             .map_init(tree_sitter::Parser::new, |parser, sf| {
-                let Ok(bytes) = std::fs::read(&sf.abs) else { return 0 };
+                let Ok(bytes) = crate::confine::read_regular(&canon_root, &sf.abs) else { return 0 };
                 if parser.set_language(&sf.lang.ts_language(&sf.rel)).is_err() {
                     return 0;
                 }
