@@ -14,6 +14,7 @@ pub mod docker;
 pub mod env;
 pub mod image;
 pub mod interrupt;
+pub mod jail;
 pub mod local;
 pub mod policy;
 pub mod runners;
@@ -62,6 +63,10 @@ pub enum SandboxError {
     /// outside. Nothing of it is left to clean; open a new one.
     #[error("the sandbox container {0} is gone (removed or stopped from outside while a command ran)")]
     Gone(String),
+    /// The local sandbox cannot confine commands here (no mount namespace): it will not
+    /// run them unconfined. Use Docker, or allow user namespaces.
+    #[error("the local sandbox cannot isolate the file system here: {0}")]
+    Unconfined(String),
     /// Something else went wrong inside the sandbox; the message says what.
     #[error("{0}")]
     Other(String),
