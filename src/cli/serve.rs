@@ -38,6 +38,9 @@ pub enum ServeSandbox {
 }
 
 pub fn run(a: ServeArgs) -> anyhow::Result<()> {
+    // Before any thread exists: on SIGTERM or Ctrl-C the sandbox (container or local
+    // copy, both registered) is removed and the server exits 143 / 130.
+    crate::sandbox::interrupt::install().map_err(|e| anyhow::anyhow!("installing the signal handler: {e}"))?;
     let ctx = ToolContext::new(&a.repo).map_err(|e| super::with_hint(e.to_string(), e.hint().as_deref()))?;
     let choice = match a.sandbox {
         ServeSandbox::None => return Ok(mcp::serve_stdio(Server::new(tools::all(), ctx))?),

@@ -290,16 +290,23 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
                 None
             }
             Err(StoreError::Missing(_)) => None,
-            Err(e @ (StoreError::Version { .. } | StoreError::Foreign(_))) => {
+            Err(e @ (StoreError::Version { .. } | StoreError::Foreign(_) | StoreError::Damaged { .. })) => {
                 rebuilt_because = Some(e.to_string());
                 None
             }
             Err(e) => return Err(e.into()),
         }
     };
-    let old_facts = match &existing {
-        Some(s) => s.load_facts()?,
-        None => Vec::new(),
+    let (existing, old_facts) = match existing {
+        Some(s) => match s.load_facts() {
+            Ok(f) => (Some(s), f),
+            Err(e @ StoreError::Damaged { .. }) => {
+                rebuilt_because = Some(e.to_string());
+                (None, Vec::new())
+            }
+            Err(e) => return Err(e.into()),
+        },
+        None => (None, Vec::new()),
     };
     // Unchanged files' facts are moved, not copied, into this run's list.
     let old_by_path: HashMap<&str, (usize, &str)> = old_facts.iter().enumerate().map(|(i, f)| (f.path.as_str(), (i, f.hash.as_str()))).collect();

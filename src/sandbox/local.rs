@@ -54,9 +54,12 @@ impl LocalSandbox {
     /// Copy the repository into a fresh temporary directory.
     pub fn open(config: SandboxConfig) -> Result<Self> {
         let dir = tempfile::Builder::new()
-            .prefix("reproagent-sandbox-")
+            .prefix(super::owner::LOCAL_PREFIX)
             .tempdir()
             .map_err(|e| SandboxError::io("creating the sandbox temp dir", e))?;
+        // Registered: `sandbox clean` removes the dir once this process is gone.
+        std::fs::write(dir.path().join(super::owner::OWNER_FILE), super::owner::this_process())
+            .map_err(|e| SandboxError::io("writing the sandbox's owner file", e))?;
         // Canonical: the confinement binds this path, and a symlink in it would escape.
         let root = dir.path().canonicalize().map_err(|e| SandboxError::io("resolving the sandbox temp dir", e))?;
         let (iso, why_not) = super::jail::Jail::probe(&root);
@@ -191,6 +194,8 @@ fn child_setup(mem: u64, pids: u64, cpu_secs: u64) -> std::io::Result<()> {
         if libc::setsid() < 0 {
             return Err(std::io::Error::last_os_error());
         }
+        // The command dies with us, even by SIGKILL (the forking thread waits for it).
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
         let set = |res, v: u64| {
             let r = libc::rlimit { rlim_cur: v as libc::rlim_t, rlim_max: v as libc::rlim_t };
             libc::setrlimit(res, &r)

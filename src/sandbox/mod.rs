@@ -16,6 +16,7 @@ pub mod image;
 pub mod interrupt;
 pub mod jail;
 pub mod local;
+pub mod owner;
 pub mod policy;
 pub mod runners;
 pub mod tools;

@@ -469,30 +469,34 @@ mod docker_lifecycle {
 /// temporary copy is removed.
 #[test]
 fn local_interrupt_kills_the_group_and_removes_the_copy() {
+    local_signal_kills_the_group_and_removes_the_copy(libc::SIGINT, 130);
+}
+
+#[test]
+fn local_sigterm_kills_the_group_and_removes_the_copy() {
+    local_signal_kills_the_group_and_removes_the_copy(libc::SIGTERM, 143);
+}
+
+fn local_signal_kills_the_group_and_removes_the_copy(sig: i32, want: i32) {
     let repo = make_repo();
-    let probe = tempfile::tempdir().expect("tempdir");
-    let p = probe.path().display().to_string();
-    assert!(p.starts_with("/tmp/"), "the probe dir must be under /tmp for the policy: {p}");
-    let line = format!("sleep 120 & echo $! > {p}/pid; pwd > {p}/wd; wait");
+    // The command cannot write outside its copy: its probes go into the copy.
+    let line = "sleep 120 & echo $! > pid; pwd > wd; wait";
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_reproagent"))
         .args(["sandbox", "exec", "--sandbox", "local", "--repo"])
         .arg(repo.path())
-        .args(["--", "sh", "-c", &line])
+        .args(["--", "sh", "-c", line])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("spawn");
-    let start = Instant::now();
-    while !probe.path().join("wd").exists() || std::fs::read_to_string(probe.path().join("wd")).unwrap_or_default().is_empty() {
-        assert!(start.elapsed() < Duration::from_secs(30), "the command never started");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let pid: i32 = std::fs::read_to_string(probe.path().join("pid")).expect("pid").trim().parse().expect("pid number");
-    let wd = PathBuf::from(std::fs::read_to_string(probe.path().join("wd")).expect("wd").trim());
+    let wd_file = crate::common::wait_for_sandbox_file(child.id(), "repo/wd", 30);
+    let copy = wd_file.parent().expect("copy").to_path_buf();
+    let pid: i32 = std::fs::read_to_string(copy.join("pid")).expect("pid").trim().parse().expect("pid number");
+    let wd = PathBuf::from(std::fs::read_to_string(&wd_file).expect("wd").trim());
     assert!(wd.exists());
     // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    assert!(!child.wait().expect("wait").success());
+    unsafe { libc::kill(child.id() as i32, sig) };
+    assert_eq!(child.wait().expect("wait").code(), Some(want));
     let alive = std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| !s.lines().any(|l| l.starts_with("State:") && l.contains('Z')));
     assert!(!alive, "the sandboxed sleep {pid} survived Ctrl-C");
     assert!(!wd.exists(), "the copy {} was left behind", wd.display());
