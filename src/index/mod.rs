@@ -269,6 +269,39 @@ fn progress_bar(show: bool, len: usize) -> indicatif::ProgressBar {
     pb
 }
 
+/// The exclusive lock of `.reproagent/index.lock` (flock), held for a whole run; the
+/// file names the holder's pid. The kernel drops it when the holder dies, so a killed
+/// run never leaves a stale lock.
+pub struct IndexLock(#[allow(dead_code)] std::fs::File);
+
+impl IndexLock {
+    /// Take the lock, waiting for a run that holds it (saying which, on stderr).
+    pub fn take(root: &Path) -> Result<IndexLock, IndexError> {
+        use std::io::{Read, Seek, Write};
+        use std::os::unix::io::AsRawFd;
+        let dir = root.join(".reproagent");
+        std::fs::create_dir_all(&dir).map_err(StoreError::Io)?;
+        let path = dir.join("index.lock");
+        let mut f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(StoreError::Io)?;
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let mut holder = String::new();
+            let _ = f.read_to_string(&mut holder);
+            let holder = holder.trim();
+            let who = if holder.is_empty() { "another run".to_string() } else { format!("pid {holder}") };
+            eprintln!("waiting for another `reproagent index` of this repository ({who}) to finish");
+            // SAFETY: as above; blocks until the holder releases or dies.
+            if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+                return Err(StoreError::Io(std::io::Error::last_os_error()).into());
+            }
+        }
+        f.set_len(0).map_err(StoreError::Io)?;
+        f.rewind().map_err(StoreError::Io)?;
+        write!(f, "{}", std::process::id()).map_err(StoreError::Io)?;
+        Ok(IndexLock(f))
+    }
+}
+
 /// Index `opts.root`: incrementally when an index of this version exists, else from scratch.
 pub fn run(opts: &Options) -> Result<Summary, IndexError> {
     let started = Instant::now();
@@ -278,6 +311,8 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
     crate::extract::check_queries().map_err(IndexError::Query)?;
     let root = opts.root.canonicalize().unwrap_or_else(|_| opts.root.clone());
     let db_path = store::db_path(&root);
+    // One run at a time per repository: a second waits for the first (and says so).
+    let _lock = IndexLock::take(&root)?;
 
     let mut rebuilt_because = None;
     let existing = if opts.full {
