@@ -60,10 +60,10 @@ pub struct ExecArgs {
     #[arg(long)]
     pub image: Option<String>,
     /// Seconds before the command's whole process tree is killed.
-    #[arg(long, default_value_t = 120)]
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub timeout: u64,
     /// Memory limit in MiB.
-    #[arg(long, default_value_t = 2048)]
+    #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u64).range(16..=1_048_576))]
     pub memory_mb: u64,
     #[command(flatten)]
     pub env: super::EnvFlags,

@@ -185,6 +185,11 @@ pub fn walk(root: &Path, include_vendored: bool) -> (Vec<SourceFile>, Vec<Skip>)
                 let path = e.path();
                 let Some(lang) = Lang::of_path(path) else { continue };
                 let rel = rel_path(root, path);
+                if path.strip_prefix(root).unwrap_or(path).to_str().is_none() {
+                    // Stored by a lossy name it could never be found again ("stale" forever).
+                    skipped.push(Skip { path: rel, reason: "file name is not UTF-8".into() });
+                    continue;
+                }
                 match e.file_type() {
                     Some(t) if t.is_file() => files.push(SourceFile { abs: path.to_path_buf(), rel, lang }),
                     Some(t) if t.is_dir() => {}

@@ -67,6 +67,7 @@ impl DockerSandbox {
     /// Create and start the container, then upload the repository into it. A failure at
     /// any step removes the container before returning.
     pub async fn open(config: SandboxConfig) -> Result<Self> {
+        config.limits.check()?;
         let docker = connect().await?;
         if docker.inspect_image(&config.image).await.is_err() {
             return Err(SandboxError::ImageMissing {
@@ -150,6 +151,7 @@ impl DockerSandbox {
     /// went away under it (`docker rm -f`, the engine restarting) is
     /// [`SandboxError::Gone`], which names the container: its output is no result.
     async fn run(&self, req: &ExecRequest) -> Result<ExecOutput> {
+        super::check_timeout(req.timeout.as_secs().max(1), super::MAX_TIMEOUT_SECS)?;
         let r = self.run_inner(req).await;
         let (suspect, killed) = match &r {
             Ok(o) => (!o.success(), !o.timed_out && matches!(o.exit_code, None | Some(137))),

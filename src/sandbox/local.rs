@@ -53,6 +53,7 @@ pub struct LocalSandbox {
 impl LocalSandbox {
     /// Copy the repository into a fresh temporary directory.
     pub fn open(config: SandboxConfig) -> Result<Self> {
+        config.limits.check()?;
         let dir = tempfile::Builder::new()
             .prefix(super::owner::LOCAL_PREFIX)
             .tempdir()
@@ -113,6 +114,7 @@ impl LocalSandbox {
         if !self.is_open() {
             return Err(SandboxError::Closed);
         }
+        super::check_timeout(req.timeout.as_secs().max(1), super::MAX_TIMEOUT_SECS)?;
         let Some((prog, args)) = req.argv.split_first() else {
             return Err(SandboxError::Other("empty command".into()));
         };
