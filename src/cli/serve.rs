@@ -60,6 +60,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
     let sb: Arc<dyn sandbox::Sandbox> = Arc::from(opened.sandbox);
     let ctx = ctx.with_runtime(RuntimeContext { sandbox: sb.clone(), handle: rt.handle().clone(), repo });
     let served = mcp::serve_stdio_on(&rt, Server::new(tools::with_runtime(), ctx));
+    crate::sandbox::interrupt::wait_if_interrupted();
     let closed = rt.block_on(sb.close());
     served?;
     closed.map_err(|e| anyhow::anyhow!("closing the sandbox: {e}"))?;

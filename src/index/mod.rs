@@ -163,7 +163,11 @@ pub fn walk(root: &Path, include_vendored: bool) -> (Vec<SourceFile>, Vec<Skip>)
             if e.depth() > 0 && e.path_is_symlink() {
                 if let Err(why) = crate::confine::resolve_inside(&canon_w, e.path()) {
                     if let Ok(mut r) = refused_w.lock() {
-                        r.push(Skip { path: rel_path(&root_w, e.path()), reason: why.to_string() });
+                        let reason = match why {
+                            crate::confine::Refused::Dangling | crate::confine::Refused::Missing => "broken symlink".to_string(),
+                            other => other.to_string(),
+                        };
+                        r.push(Skip { path: rel_path(&root_w, e.path()), reason });
                     }
                     return false;
                 }
