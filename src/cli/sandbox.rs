@@ -152,9 +152,7 @@ async fn exec(args: ExecArgs, json: bool) -> anyhow::Result<()> {
     // (container or copy, both registered) and exits 130 / 143.
     let result = sb.exec(&req).await.map_err(anyhow::Error::from);
     // A command that died under the signal handler: let the handler finish and exit.
-    if result.is_err() {
-        crate::sandbox::interrupt::wait_if_interrupted();
-    }
+    crate::sandbox::interrupt::wait_if_interrupted();
     // Cleanup on every other path: success, error, timeout.
     let closed = sb.close().await;
     drop(sb);
