@@ -13,7 +13,9 @@ use std::path::{Component, Path, PathBuf};
 #[derive(Debug)]
 pub enum Refused {
     /// With symlinks resolved, the path leads outside the root (`target` is where).
-    Outside { target: PathBuf },
+    Outside {
+        target: PathBuf,
+    },
     /// A symlink whose target does not exist (it could be created anywhere).
     Dangling,
     /// Not a regular file: a FIFO, socket or device (reading it could block forever).
@@ -27,7 +29,9 @@ pub enum Refused {
 impl std::fmt::Display for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Refused::Outside { target } => write!(f, "symlink out of the repository (to {})", target.display()),
+            Refused::Outside { target } => {
+                write!(f, "symlink out of the repository (to {})", target.display())
+            }
             Refused::Dangling => write!(f, "dangling symlink"),
             Refused::Special(k) => write!(f, "not a regular file ({k})"),
             Refused::Directory => write!(f, "a directory"),
@@ -122,7 +126,9 @@ impl std::fmt::Display for WriteError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             WriteError::BadPath(p) => write!(f, "{p}: not a relative path inside the repository"),
-            WriteError::Symlink(p) => write!(f, "{p} is a symlink; files are never written through one"),
+            WriteError::Symlink(p) => {
+                write!(f, "{p} is a symlink; files are never written through one")
+            }
             WriteError::Exists(p) => write!(f, "{p} already exists"),
             WriteError::Io(p, e) => write!(f, "{p}: {e}"),
         }
@@ -135,8 +141,15 @@ impl std::error::Error for WriteError {}
 /// directories are made one by one; a directory component that is a symlink must resolve
 /// inside `root`; the file itself must not be a symlink (dangling or not) and is opened
 /// with `O_NOFOLLOW`. With `overwrite` false an existing file is refused.
-pub fn write_inside(root: &Path, rel: &str, bytes: &[u8], overwrite: bool) -> Result<PathBuf, WriteError> {
-    let root_c = root.canonicalize().map_err(|e| WriteError::Io(root.display().to_string(), e))?;
+pub fn write_inside(
+    root: &Path,
+    rel: &str,
+    bytes: &[u8],
+    overwrite: bool,
+) -> Result<PathBuf, WriteError> {
+    let root_c = root
+        .canonicalize()
+        .map_err(|e| WriteError::Io(root.display().to_string(), e))?;
     let given = Path::new(rel);
     let mut parts: Vec<&std::ffi::OsStr> = Vec::new();
     for c in given.components() {
@@ -146,7 +159,9 @@ pub fn write_inside(root: &Path, rel: &str, bytes: &[u8], overwrite: bool) -> Re
             _ => return Err(WriteError::BadPath(rel.to_string())),
         }
     }
-    let Some((name, dirs)) = parts.split_last() else { return Err(WriteError::BadPath(rel.to_string())) };
+    let Some((name, dirs)) = parts.split_last() else {
+        return Err(WriteError::BadPath(rel.to_string()));
+    };
     let mut dir = root_c.clone();
     for d in dirs {
         let next = dir.join(d);
@@ -163,7 +178,8 @@ pub fn write_inside(root: &Path, rel: &str, bytes: &[u8], overwrite: bool) -> Re
                 ))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::create_dir(&next).map_err(|e| WriteError::Io(rel_of(&root_c, &next), e))?;
+                std::fs::create_dir(&next)
+                    .map_err(|e| WriteError::Io(rel_of(&root_c, &next), e))?;
                 dir = next;
             }
             Err(e) => return Err(WriteError::Io(rel_of(&root_c, &next), e)),
@@ -174,14 +190,18 @@ pub fn write_inside(root: &Path, rel: &str, bytes: &[u8], overwrite: bool) -> Re
         Ok(m) if m.file_type().is_symlink() => return Err(WriteError::Symlink(rel.to_string())),
         Ok(_) if !overwrite => return Err(WriteError::Exists(rel.to_string())),
         Ok(m) if !m.is_file() => {
-            return Err(WriteError::Io(rel.to_string(), std::io::Error::other("not a regular file")))
+            return Err(WriteError::Io(
+                rel.to_string(),
+                std::io::Error::other("not a regular file"),
+            ))
         }
         _ => {}
     }
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    opts.write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
     if overwrite {
         opts.create(true).truncate(true);
     } else {
@@ -192,12 +212,16 @@ pub fn write_inside(root: &Path, rel: &str, bytes: &[u8], overwrite: bool) -> Re
         _ if e.kind() == std::io::ErrorKind::AlreadyExists => WriteError::Exists(rel.to_string()),
         _ => WriteError::Io(rel.to_string(), e),
     })?;
-    f.write_all(bytes).map_err(|e| WriteError::Io(rel.to_string(), e))?;
+    f.write_all(bytes)
+        .map_err(|e| WriteError::Io(rel.to_string(), e))?;
     Ok(dest)
 }
 
 /// `abs` relative to `root`, with `/` separators.
 fn rel_of(root: &Path, abs: &Path) -> String {
     let r = abs.strip_prefix(root).unwrap_or(abs);
-    r.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect::<Vec<_>>().join("/")
+    r.components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join("/")
 }

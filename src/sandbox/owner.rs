@@ -30,8 +30,12 @@ pub fn this_process() -> String {
 /// Whether the process a tag names is alive (same pid, same start time). A tag that
 /// does not parse names no live process.
 pub fn alive(tag: &str) -> bool {
-    let Some((pid, start)) = tag.trim().split_once(':') else { return false };
-    let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else { return false };
+    let Some((pid, start)) = tag.trim().split_once(':') else {
+        return false;
+    };
+    let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else {
+        return false;
+    };
     match start_time(pid) {
         Some(s) => start == 0 || s == start,
         None => false,
@@ -52,7 +56,9 @@ pub struct LocalLeft {
 pub fn clean_local(tmp: &Path) -> (Vec<LocalLeft>, Vec<String>) {
     let mut done = Vec::new();
     let mut errors = Vec::new();
-    let Ok(rd) = std::fs::read_dir(tmp) else { return (done, errors) };
+    let Ok(rd) = std::fs::read_dir(tmp) else {
+        return (done, errors);
+    };
     for e in rd.filter_map(Result::ok) {
         if !e.file_name().to_string_lossy().starts_with(LOCAL_PREFIX) {
             continue;
@@ -89,10 +95,16 @@ pub fn clean_local(tmp: &Path) -> (Vec<LocalLeft>, Vec<String>) {
 /// Kill (SIGKILL) every process whose working directory is under `dir`; how many.
 fn kill_inside(dir: &Path) -> usize {
     let mut n = 0;
-    let Ok(rd) = std::fs::read_dir("/proc") else { return 0 };
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
     for e in rd.filter_map(Result::ok) {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let Ok(cwd) = std::fs::read_link(e.path().join("cwd")) else { continue };
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(cwd) = std::fs::read_link(e.path().join("cwd")) else {
+            continue;
+        };
         if cwd.starts_with(dir) && pid > 1 && pid as u32 != std::process::id() {
             // SAFETY: signalling a process left in a dead run's sandbox.
             if unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
@@ -110,8 +122,14 @@ mod tests {
     #[test]
     fn this_process_is_alive_and_a_dead_or_reused_pid_is_not() {
         assert!(alive(&this_process()));
-        let (pid, start) = this_process().split_once(':').map(|(a, b)| (a.to_string(), b.parse::<u64>().unwrap())).unwrap();
-        assert!(!alive(&format!("{pid}:{}", start + 1)), "same pid, other start time: a reused pid");
+        let (pid, start) = this_process()
+            .split_once(':')
+            .map(|(a, b)| (a.to_string(), b.parse::<u64>().unwrap()))
+            .unwrap();
+        assert!(
+            !alive(&format!("{pid}:{}", start + 1)),
+            "same pid, other start time: a reused pid"
+        );
         assert!(!alive("4194304:1"), "beyond pid_max");
         assert!(!alive("garbage"));
     }
