@@ -225,3 +225,18 @@ fn rel_of(root: &Path, abs: &Path) -> String {
         .collect::<Vec<_>>()
         .join("/")
 }
+
+/// `root/rel` as text, read through [`read_regular`] (so never through a symlink out of
+/// `root`, never a FIFO); `None` when refused, missing or unreadable. Invalid UTF-8 is
+/// replaced.
+pub fn read_text(root: &Path, rel: impl AsRef<Path>) -> Option<String> {
+    let canon = root.canonicalize().ok()?;
+    let bytes = read_regular(&canon, &canon.join(rel)).ok()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// `root/rel` as bytes, read through [`read_regular`]; `None` when refused or missing.
+pub fn read_bytes(root: &Path, rel: impl AsRef<Path>) -> Option<Vec<u8>> {
+    let canon = root.canonicalize().ok()?;
+    read_regular(&canon, &canon.join(rel)).ok()
+}

@@ -618,7 +618,7 @@ fn rebuild_search(root: &Path, facts: &[FileFacts], digest: &str, threads: usize
     let docs: Vec<SearchDoc> = facts
         .par_iter()
         .flat_map_iter(|f| {
-            let text = std::fs::read_to_string(root.join(&f.path)).unwrap_or_default();
+            let text = crate::confine::read_regular(root, &root.join(&f.path)).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
             search::docs_for(f, &text)
         })
         .collect();

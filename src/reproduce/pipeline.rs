@@ -179,7 +179,7 @@ pub fn conventions(root: &Path) -> Conventions {
     let example_path = tests.first().cloned();
     let example = example_path
         .as_ref()
-        .and_then(|p| std::fs::read_to_string(root.join(p)).ok())
+        .and_then(|p| crate::confine::read_text(root, p))
         .map(|c| c.lines().take(60).collect::<Vec<_>>().join("\n"));
     let detected = example_path
         .as_ref()

@@ -94,7 +94,7 @@ pub struct TestResult {
 pub fn detect(repo: &Path, file: &str, content: &str) -> Option<Framework> {
     let ext = Path::new(file).extension().and_then(|e| e.to_str()).unwrap_or("");
     let has = |p: &str| repo.join(p).exists();
-    let read = |p: &str| std::fs::read_to_string(repo.join(p)).unwrap_or_default();
+    let read = |p: &str| crate::confine::read_text(repo, p).unwrap_or_default();
     match ext {
         "py" => {
             if has("tests/runtests.py") && has("django") {

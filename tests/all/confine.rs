@@ -683,3 +683,14 @@ fn limits_of_zero_or_unbounded_are_refused() {
         sb.close().await.unwrap();
     });
 }
+
+#[test]
+fn manifests_read_for_the_image_tag_and_the_framework_never_come_through_a_symlink_out() {
+    let e = evil();
+    let before = reproagent::sandbox::image::tag_for(&e.repo, "base");
+    write(&e.outside, "requirements.txt", "secret-package==1\n");
+    std::os::unix::fs::symlink(e.outside.join("requirements.txt"), e.repo.join("requirements.txt")).unwrap();
+    assert_eq!(reproagent::sandbox::image::tag_for(&e.repo, "base"), before, "a manifest outside the repository was read");
+    assert!(confine::read_text(&e.repo, "requirements.txt").is_none());
+    assert_eq!(confine::read_text(&e.repo, "good.py").as_deref(), std::fs::read_to_string(e.repo.join("good.py")).ok().as_deref());
+}
