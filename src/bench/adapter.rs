@@ -400,7 +400,7 @@ impl Adapter for External {
         let files: Vec<(String, String)> = after
             .iter()
             .filter(|(p, h)| before.get(*p) != Some(h))
-            .filter_map(|(p, _)| crate::confine::read_text(&ws.repo, p).map(|c| (p.clone(), c)))
+            .filter_map(|(p, _)| crate::confine::read_text(ws.repo, p).map(|c| (p.clone(), c)))
             .collect();
         Ok(Candidate { files, ..Candidate::default() })
     }
