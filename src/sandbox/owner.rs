@@ -51,8 +51,9 @@ pub struct LocalLeft {
 }
 
 /// Local sandbox dirs under `tmp` whose owner is dead: the processes still running in
-/// them (by working directory) are killed and the dirs removed. A dir whose owner file
-/// is missing is left alone while it is younger than a minute (it is being made).
+/// them (by working directory) are killed and the dirs removed. A dir without an owner
+/// file is left alone: it is being made, or an older reproagent made it and may still
+/// be using it.
 pub fn clean_local(tmp: &Path) -> (Vec<LocalLeft>, Vec<String>) {
     let mut done = Vec::new();
     let mut errors = Vec::new();
@@ -68,18 +69,8 @@ pub fn clean_local(tmp: &Path) -> (Vec<LocalLeft>, Vec<String>) {
             continue;
         }
         match std::fs::read_to_string(dir.join(OWNER_FILE)) {
-            Ok(tag) if alive(&tag) => continue,
-            Ok(_) => {}
-            Err(_) => {
-                let young = std::fs::metadata(&dir)
-                    .and_then(|m| m.modified())
-                    .ok()
-                    .and_then(|t| t.elapsed().ok())
-                    .is_none_or(|age| age.as_secs() < 60);
-                if young {
-                    continue;
-                }
-            }
+            Ok(tag) if !alive(&tag) => {}
+            _ => continue,
         }
         let canon = dir.canonicalize().unwrap_or_else(|_| dir.clone());
         let killed = kill_inside(&canon);

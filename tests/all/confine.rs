@@ -444,7 +444,10 @@ fn sigterm_of_sandbox_exec_and_serve_removes_their_docker_container() {
 #[test]
 fn sandbox_clean_removes_a_killed_runs_copy_and_what_runs_in_it_and_spares_a_live_one() {
     let repo = evil();
+    // A private temp dir: the clean below must never touch other runs' copies.
+    let tmp = tempfile::tempdir().unwrap();
     let mut child = bin()
+        .env("TMPDIR", tmp.path())
         .args([
             "sandbox",
             "exec",
@@ -460,7 +463,7 @@ fn sandbox_clean_removes_a_killed_runs_copy_and_what_runs_in_it_and_spares_a_liv
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let pid_file = wait_for_sandbox_file(child.id(), "repo/pid", 30);
+    let pid_file = wait_for_sandbox_file_in(tmp.path(), child.id(), "repo/pid", 30);
     let dead_dir = pid_file.parent().unwrap().parent().unwrap().to_path_buf();
     let sleeper: i32 = std::fs::read_to_string(&pid_file)
         .unwrap()
@@ -476,15 +479,19 @@ fn sandbox_clean_removes_a_killed_runs_copy_and_what_runs_in_it_and_spares_a_liv
     // A live run's copy: owned by this test process.
     let live = tempfile::Builder::new()
         .prefix(owner::LOCAL_PREFIX)
-        .tempdir()
+        .tempdir_in(tmp.path())
         .unwrap();
     std::fs::write(live.path().join(owner::OWNER_FILE), owner::this_process()).unwrap();
+    // One made by an older reproagent (no owner file): it may be in use, so it stays.
+    let legacy = tmp.path().join(format!("{}legacy", owner::LOCAL_PREFIX));
+    std::fs::create_dir(&legacy).unwrap();
 
-    let (removed, errors) = owner::clean_local(&std::env::temp_dir());
+    let (removed, errors) = owner::clean_local(tmp.path());
     assert!(errors.is_empty(), "{errors:?}");
     assert!(removed.iter().any(|l| l.dir == dead_dir), "{removed:?}");
     assert!(!dead_dir.exists());
     assert!(live.path().exists(), "a live run's copy was removed");
+    assert!(legacy.exists(), "a copy without an owner file was removed");
     let alive = std::fs::read_to_string(format!("/proc/{sleeper}/status")).is_ok_and(|s| {
         !s.lines()
             .any(|l| l.starts_with("State:") && l.contains('Z'))
