@@ -7,6 +7,7 @@
 
 pub mod bench;
 pub mod cli;
+pub mod confine;
 pub mod extract;
 pub mod graph;
 pub mod index;

@@ -224,8 +224,7 @@ impl Adapter for Empty {
 }
 
 fn is_esm(repo: &Path) -> bool {
-    std::fs::read_to_string(repo.join("package.json"))
-        .ok()
+    crate::confine::read_text(repo, "package.json")
         .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
         .is_some_and(|v| v.get("type").and_then(|t| t.as_str()) == Some("module"))
 }
@@ -302,7 +301,7 @@ fn bm25_context(repo: &Path, issue: &str, hits: usize) -> Result<String, String>
             continue;
         }
         seen.push((h.path.clone(), h.start_line));
-        let text = std::fs::read_to_string(repo.join(&h.path)).unwrap_or_default();
+        let text = crate::confine::read_text(repo, &h.path).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         let (s, e) = ((h.start_line.max(1) - 1) as usize, (h.end_line.max(h.start_line) as usize).min(lines.len()).min(h.start_line.max(1) as usize + 80));
         out.push_str(&format!("`{}` lines {}-{} ({}):\n\n```\n{}\n```\n\n", h.path, s + 1, e, h.id, lines.get(s..e).unwrap_or(&[]).join("\n")));
@@ -415,7 +414,7 @@ impl Adapter for External {
         let files: Vec<(String, String)> = after
             .iter()
             .filter(|(p, h)| before.get(*p) != Some(h))
-            .filter_map(|(p, _)| std::fs::read_to_string(ws.repo.join(p)).ok().map(|c| (p.clone(), c)))
+            .filter_map(|(p, _)| crate::confine::read_text(ws.repo, p).map(|c| (p.clone(), c)))
             .collect();
         Ok(Candidate { files, ..Candidate::default() })
     }

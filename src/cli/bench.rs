@@ -84,10 +84,10 @@ pub struct RunArgs {
     #[command(flatten)]
     pub env: super::EnvFlags,
     /// Seconds one test run may take, when a case says nothing.
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=3_600))]
     pub timeout: u64,
     /// Seconds an external command may take per case.
-    #[arg(long, default_value_t = 1800)]
+    #[arg(long, default_value_t = 1800, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub adapter_timeout: u64,
     /// Skip checking each case's gold test is fail-to-pass before scoring.
     #[arg(long)]
@@ -203,7 +203,7 @@ pub struct MineArgs {
     #[arg(long)]
     pub image: Option<String>,
     /// Seconds one test run may take.
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=3_600))]
     pub timeout: u64,
 }
 

@@ -48,7 +48,7 @@ pub struct ReproduceArgs {
     #[arg(long)]
     pub write: bool,
     /// Seconds a test run may take.
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=3_600))]
     pub timeout: u64,
     #[arg(long)]
     pub json: bool,

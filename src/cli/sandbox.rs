@@ -60,10 +60,10 @@ pub struct ExecArgs {
     #[arg(long)]
     pub image: Option<String>,
     /// Seconds before the command's whole process tree is killed.
-    #[arg(long, default_value_t = 120)]
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub timeout: u64,
     /// Memory limit in MiB.
-    #[arg(long, default_value_t = 2048)]
+    #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u64).range(16..=1_048_576))]
     pub memory_mb: u64,
     #[command(flatten)]
     pub env: super::EnvFlags,
@@ -76,6 +76,10 @@ pub struct ExecArgs {
 }
 
 pub fn run(args: SandboxArgs) -> anyhow::Result<()> {
+    if matches!(args.command, SandboxCommand::Exec(_)) {
+        // Before the runtime's threads exist: Ctrl-C and SIGTERM remove the sandbox.
+        crate::sandbox::interrupt::install().map_err(|e| anyhow::anyhow!("installing the signal handler: {e}"))?;
+    }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting the async runtime")?;
     rt.block_on(async move {
         match args.command {
@@ -144,11 +148,12 @@ async fn exec(args: ExecArgs, json: bool) -> anyhow::Result<()> {
     eprintln!("sandbox: {}", opened.reason);
     let sb = opened.sandbox;
     let req = ExecRequest::new(args.cmd.clone()).timeout(Duration::from_secs(args.timeout));
-    let result = tokio::select! {
-        r = sb.exec(&req) => r.map_err(anyhow::Error::from),
-        _ = tokio::signal::ctrl_c() => Err(anyhow::Error::from(sandbox::SandboxError::Interrupted)),
-    };
-    // Cleanup on every path: success, error, timeout, Ctrl-C.
+    // Ctrl-C and SIGTERM: the interrupt handler kills the command, removes the sandbox
+    // (container or copy, both registered) and exits 130 / 143.
+    let result = sb.exec(&req).await.map_err(anyhow::Error::from);
+    // A command that died under the signal handler: let the handler finish and exit.
+    crate::sandbox::interrupt::wait_if_interrupted();
+    // Cleanup on every other path: success, error, timeout.
     let closed = sb.close().await;
     drop(sb);
     let out = result?;
@@ -175,15 +180,30 @@ async fn exec(args: ExecArgs, json: bool) -> anyhow::Result<()> {
 }
 
 async fn clean(json: bool) -> anyhow::Result<()> {
-    let d = docker::connect().await.context("connecting to Docker (hint: is the engine running? `docker info`)")?;
-    let removed = docker::clean(&d).await.context("removing sandbox containers")?;
+    // Local copies whose owner is gone (a killed run), and what still runs in them.
+    let (local, errors) = sandbox::owner::clean_local(&std::env::temp_dir());
+    let docker = match docker::connect().await {
+        Ok(d) => Ok(docker::clean(&d).await.context("removing sandbox containers")?),
+        Err(e) => Err(e),
+    };
     if json {
-        println!("{}", serde_json::json!({ "removed": removed }));
-    } else if removed.is_empty() {
-        println!("no sandbox containers left behind");
+        let containers = docker.as_ref().ok().cloned().unwrap_or_default();
+        let docker_error = docker.as_ref().err().map(|e| e.to_string());
+        println!("{}", serde_json::json!({ "removed": containers, "local": local, "errors": errors, "docker_error": docker_error }));
     } else {
-        for r in &removed {
-            println!("removed {r}");
+        match &docker {
+            Ok(removed) if removed.is_empty() => println!("no sandbox containers left behind (those of live runs are kept)"),
+            Ok(removed) => removed.iter().for_each(|r| println!("removed {r}")),
+            Err(e) => println!("docker: not reachable ({e}); only local copies cleaned"),
+        }
+        if local.is_empty() {
+            println!("no local sandbox copies left behind (those of live runs are kept)");
+        }
+        for l in &local {
+            println!("removed {} (killed {} process(es) still running in it)", l.dir.display(), l.killed);
+        }
+        for e in &errors {
+            eprintln!("{e}");
         }
     }
     Ok(())

@@ -38,6 +38,9 @@ pub enum ServeSandbox {
 }
 
 pub fn run(a: ServeArgs) -> anyhow::Result<()> {
+    // Before any thread exists: on SIGTERM or Ctrl-C the sandbox (container or local
+    // copy, both registered) is removed and the server exits 143 / 130.
+    crate::sandbox::interrupt::install().map_err(|e| anyhow::anyhow!("installing the signal handler: {e}"))?;
     let ctx = ToolContext::new(&a.repo).map_err(|e| super::with_hint(e.to_string(), e.hint().as_deref()))?;
     let choice = match a.sandbox {
         ServeSandbox::None => return Ok(mcp::serve_stdio(Server::new(tools::all(), ctx))?),
@@ -57,6 +60,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
     let sb: Arc<dyn sandbox::Sandbox> = Arc::from(opened.sandbox);
     let ctx = ctx.with_runtime(RuntimeContext { sandbox: sb.clone(), handle: rt.handle().clone(), repo });
     let served = mcp::serve_stdio_on(&rt, Server::new(tools::with_runtime(), ctx));
+    crate::sandbox::interrupt::wait_if_interrupted();
     let closed = rt.block_on(sb.close());
     served?;
     closed.map_err(|e| anyhow::anyhow!("closing the sandbox: {e}"))?;

@@ -307,6 +307,9 @@ impl Extractor {
     pub fn extract_path(&mut self, abs: &std::path::Path, rel: &str, lang: Lang) -> Result<FileFacts, Skip> {
         let skip = |reason: String| Skip { path: rel.to_string(), reason };
         let meta = std::fs::metadata(abs).map_err(|e| skip(format!("unreadable: {e}")))?;
+        if !meta.is_file() {
+            return Err(skip("not a regular file".into()));
+        }
         if meta.len() > self.limits.max_bytes {
             return Err(skip(format!(
                 "too large: {} bytes, limit {} (--max-file-bytes)",

@@ -144,10 +144,15 @@ pub struct SourceFile {
 }
 
 /// Walk `root` honouring .gitignore; source files sorted by relative path, plus what the
-/// walk could not enter.
+/// walk could not enter or refused. Symlinks are followed only while they stay inside the
+/// root (canonical): one leading out, or dangling, is skipped and reported, so nothing
+/// outside the repository is ever indexed. FIFOs, sockets and devices are refused by type.
 pub fn walk(root: &Path, include_vendored: bool) -> (Vec<SourceFile>, Vec<Skip>) {
     let mut files = Vec::new();
     let mut skipped = Vec::new();
+    let canon_root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let refused: std::sync::Arc<std::sync::Mutex<Vec<Skip>>> = Default::default();
+    let (refused_w, root_w, canon_w) = (refused.clone(), root.to_path_buf(), canon_root.clone());
     let walker = ignore::WalkBuilder::new(root)
         .follow_links(true)
         .hidden(true)
@@ -155,6 +160,18 @@ pub fn walk(root: &Path, include_vendored: bool) -> (Vec<SourceFile>, Vec<Skip>)
         .git_exclude(true)
         .require_git(false)
         .filter_entry(move |e| {
+            if e.depth() > 0 && e.path_is_symlink() {
+                if let Err(why) = crate::confine::resolve_inside(&canon_w, e.path()) {
+                    if let Ok(mut r) = refused_w.lock() {
+                        let reason = match why {
+                            crate::confine::Refused::Dangling | crate::confine::Refused::Missing => "broken symlink".to_string(),
+                            other => other.to_string(),
+                        };
+                        r.push(Skip { path: rel_path(&root_w, e.path()), reason });
+                    }
+                    return false;
+                }
+            }
             let name = e.file_name().to_string_lossy();
             let is_dir = e.file_type().is_some_and(|t| t.is_dir());
             if !is_dir {
@@ -172,17 +189,29 @@ pub fn walk(root: &Path, include_vendored: bool) -> (Vec<SourceFile>, Vec<Skip>)
                 let path = e.path();
                 let Some(lang) = Lang::of_path(path) else { continue };
                 let rel = rel_path(root, path);
+                if path.strip_prefix(root).unwrap_or(path).to_str().is_none() {
+                    // Stored by a lossy name it could never be found again ("stale" forever).
+                    skipped.push(Skip { path: rel, reason: "file name is not UTF-8".into() });
+                    continue;
+                }
                 match e.file_type() {
                     Some(t) if t.is_file() => files.push(SourceFile { abs: path.to_path_buf(), rel, lang }),
                     Some(t) if t.is_dir() => {}
                     Some(t) if t.is_symlink() => {
                         skipped.push(Skip { path: rel, reason: "broken symlink".into() });
                     }
-                    _ => skipped.push(Skip { path: rel, reason: "not a regular file".into() }),
+                    Some(t) => {
+                        let kind = crate::confine::special_kind(&t).unwrap_or("unknown type");
+                        skipped.push(Skip { path: rel, reason: format!("not a regular file ({kind})") });
+                    }
+                    None => skipped.push(Skip { path: rel, reason: "not a regular file".into() }),
                 }
             }
             Err(err) => skipped.push(walk_error(root, &err)),
         }
+    }
+    if let Ok(mut r) = refused.lock() {
+        skipped.append(&mut r);
     }
     files.sort_by(|a, b| a.rel.cmp(&b.rel));
     files.dedup_by(|a, b| a.rel == b.rel);
@@ -249,6 +278,39 @@ fn progress_bar(show: bool, len: usize) -> indicatif::ProgressBar {
     pb
 }
 
+/// The exclusive lock of `.reproagent/index.lock` (flock), held for a whole run; the
+/// file names the holder's pid. The kernel drops it when the holder dies, so a killed
+/// run never leaves a stale lock.
+pub struct IndexLock(#[allow(dead_code)] std::fs::File);
+
+impl IndexLock {
+    /// Take the lock, waiting for a run that holds it (saying which, on stderr).
+    pub fn take(root: &Path) -> Result<IndexLock, IndexError> {
+        use std::io::{Read, Seek, Write};
+        use std::os::unix::io::AsRawFd;
+        let dir = root.join(".reproagent");
+        std::fs::create_dir_all(&dir).map_err(StoreError::Io)?;
+        let path = dir.join("index.lock");
+        let mut f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(StoreError::Io)?;
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let mut holder = String::new();
+            let _ = f.read_to_string(&mut holder);
+            let holder = holder.trim();
+            let who = if holder.is_empty() { "another run".to_string() } else { format!("pid {holder}") };
+            eprintln!("waiting for another `reproagent index` of this repository ({who}) to finish");
+            // SAFETY: as above; blocks until the holder releases or dies.
+            if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+                return Err(StoreError::Io(std::io::Error::last_os_error()).into());
+            }
+        }
+        f.set_len(0).map_err(StoreError::Io)?;
+        f.rewind().map_err(StoreError::Io)?;
+        write!(f, "{}", std::process::id()).map_err(StoreError::Io)?;
+        Ok(IndexLock(f))
+    }
+}
+
 /// Index `opts.root`: incrementally when an index of this version exists, else from scratch.
 pub fn run(opts: &Options) -> Result<Summary, IndexError> {
     let started = Instant::now();
@@ -258,6 +320,8 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
     crate::extract::check_queries().map_err(IndexError::Query)?;
     let root = opts.root.canonicalize().unwrap_or_else(|_| opts.root.clone());
     let db_path = store::db_path(&root);
+    // One run at a time per repository: a second waits for the first (and says so).
+    let _lock = IndexLock::take(&root)?;
     // Also for an existing index: a `.reproagent/` made before it had its `.gitignore` gets one.
     store::ensure_state_dir(&root).map_err(StoreError::from)?;
 
@@ -272,16 +336,23 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
                 None
             }
             Err(StoreError::Missing(_)) => None,
-            Err(e @ (StoreError::Version { .. } | StoreError::Foreign(_))) => {
+            Err(e @ (StoreError::Version { .. } | StoreError::Foreign(_) | StoreError::Damaged { .. })) => {
                 rebuilt_because = Some(e.to_string());
                 None
             }
             Err(e) => return Err(e.into()),
         }
     };
-    let old_facts = match &existing {
-        Some(s) => s.load_facts()?,
-        None => Vec::new(),
+    let (existing, old_facts) = match existing {
+        Some(s) => match s.load_facts() {
+            Ok(f) => (Some(s), f),
+            Err(e @ StoreError::Damaged { .. }) => {
+                rebuilt_because = Some(e.to_string());
+                (None, Vec::new())
+            }
+            Err(e) => return Err(e.into()),
+        },
+        None => (None, Vec::new()),
     };
     // Unchanged files' facts are moved, not copied, into this run's list.
     let old_by_path: HashMap<&str, (usize, &str)> = old_facts.iter().enumerate().map(|(i, f)| (f.path.as_str(), (i, f.hash.as_str()))).collect();
@@ -298,7 +369,7 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
             .map_init(
                 || Extractor::new(limits),
                 |ex, sf| {
-                    let r = extract_or_reuse(ex, sf, limits, &old_by_path, &parsed);
+                    let r = extract_or_reuse(&root, ex, sf, limits, &old_by_path, &parsed);
                     pb.inc(1);
                     r
                 },
@@ -549,7 +620,7 @@ fn rebuild_search(root: &Path, facts: &[FileFacts], digest: &str, threads: usize
     let docs: Vec<SearchDoc> = facts
         .par_iter()
         .flat_map_iter(|f| {
-            let text = std::fs::read_to_string(root.join(&f.path)).unwrap_or_default();
+            let text = crate::confine::read_regular(root, &root.join(&f.path)).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
             search::docs_for(f, &text)
         })
         .collect();
@@ -575,6 +646,7 @@ enum Got {
 }
 
 fn extract_or_reuse(
+    canon_root: &Path,
     ex: &mut Extractor,
     sf: &SourceFile,
     limits: Limits,
@@ -589,7 +661,10 @@ fn extract_or_reuse(
     if meta.len() > limits.max_bytes {
         return Err(skip(format!("too large: {} bytes, limit {} (--max-file-bytes)", meta.len(), limits.max_bytes)));
     }
-    let bytes = std::fs::read(&sf.abs).map_err(|e| skip(io_reason(&e)))?;
+    let bytes = crate::confine::read_regular(canon_root, &sf.abs).map_err(|e| match e {
+        crate::confine::Refused::Io(e) => skip(io_reason(&e)),
+        other => skip(other.to_string()),
+    })?;
     let hash = content_hash(&bytes);
     if let Some(&(i, old_hash)) = old.get(sf.rel.as_str()) {
         if old_hash == hash {
@@ -611,12 +686,13 @@ fn extract_or_reuse(
 pub fn parse_only(root: &Path, threads: Option<usize>) -> Result<(usize, Duration), IndexError> {
     let started = Instant::now();
     let (files, _) = walk(root, false);
+    let canon_root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
     let pool = pool(threads)?;
     let n = pool.install(|| {
         files
             .par_iter()
             .map_init(tree_sitter::Parser::new, |parser, sf| {
-                let Ok(bytes) = std::fs::read(&sf.abs) else { return 0 };
+                let Ok(bytes) = crate::confine::read_regular(&canon_root, &sf.abs) else { return 0 };
                 if parser.set_language(&sf.lang.ts_language(&sf.rel)).is_err() {
                     return 0;
                 }

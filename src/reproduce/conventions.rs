@@ -277,7 +277,7 @@ fn new_module_for(suspect: &str, tests: &BTreeMap<String, usize>) -> Option<Stri
 }
 
 fn read_head(root: &Path, rel: &str) -> Option<String> {
-    std::fs::read_to_string(root.join(rel)).ok().map(|c| c.lines().take(EXAMPLE_LINES).collect::<Vec<_>>().join("\n"))
+    crate::confine::read_text(root, rel).map(|c| c.lines().take(EXAMPLE_LINES).collect::<Vec<_>>().join("\n"))
 }
 
 /// Guidance for writing a test in this framework here.

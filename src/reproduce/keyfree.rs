@@ -352,15 +352,11 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
         written: false,
     };
     if accepted && req.write {
-        let dest = req.root.join(&test.path);
-        if dest.exists() {
-            outcome.reason.push_str(&format!("; not written: {} already exists", test.path));
-        } else {
-            if let Some(p) = dest.parent() {
-                std::fs::create_dir_all(p)?;
-            }
-            std::fs::write(&dest, &test.code)?;
-            outcome.written = true;
+        // Never over an existing file, never through a symlink (dangling or leading out).
+        match crate::confine::write_inside(&req.root, &test.path, test.code.as_bytes(), false) {
+            Ok(_) => outcome.written = true,
+            Err(crate::confine::WriteError::Io(p, e)) => return Err(std::io::Error::new(e.kind(), format!("writing {p}: {e}")).into()),
+            Err(e) => outcome.reason.push_str(&format!("; not written: {e}")),
         }
     }
     finish(&mut run, &mut record, outcome, Some(&loc_art), Some(&cause), Some(&plan), Some(&generation))

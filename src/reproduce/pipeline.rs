@@ -322,17 +322,15 @@ pub fn run(req: &Request, model: &dyn ChatModel) -> Result<Outcome, ReproduceErr
     };
     let o = {
         if let (Status::Reproduced, true, Some(g)) = (o.status, req.write, made.generation.as_ref()) {
-            let dest = req.root.join(&g.test_path);
             if !safe_rel(&g.test_path) {
                 o.reason.push_str(&format!("; not written: {} leaves the repository", g.test_path));
-            } else if dest.exists() {
-                o.reason.push_str(&format!("; not written: {} already exists", g.test_path));
             } else {
-                if let Some(p) = dest.parent() {
-                    std::fs::create_dir_all(p)?;
+                // Never over an existing file, never through a symlink (dangling or leading out).
+                match crate::confine::write_inside(&req.root, &g.test_path, g.test_code.as_bytes(), false) {
+                    Ok(_) => o.written = true,
+                    Err(crate::confine::WriteError::Io(p, e)) => return Err(std::io::Error::new(e.kind(), format!("writing {p}: {e}")).into()),
+                    Err(e) => o.reason.push_str(&format!("; not written: {e}")),
                 }
-                std::fs::write(&dest, &g.test_code)?;
-                o.written = true;
             }
         }
         o

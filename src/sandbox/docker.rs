@@ -67,6 +67,7 @@ impl DockerSandbox {
     /// Create and start the container, then upload the repository into it. A failure at
     /// any step removes the container before returning.
     pub async fn open(config: SandboxConfig) -> Result<Self> {
+        config.limits.check()?;
         let docker = connect().await?;
         if docker.inspect_image(&config.image).await.is_err() {
             return Err(SandboxError::ImageMissing {
@@ -78,6 +79,7 @@ impl DockerSandbox {
         let labels = HashMap::from([
             (CONTAINER_LABEL.to_string(), "1".to_string()),
             (SESSION_LABEL.to_string(), config.session.clone()),
+            (super::owner::OWNER_LABEL.to_string(), super::owner::this_process()),
         ]);
         let memory = i64::try_from(limits.memory_bytes).unwrap_or(i64::MAX);
         let host = HostConfig {
@@ -149,6 +151,7 @@ impl DockerSandbox {
     /// went away under it (`docker rm -f`, the engine restarting) is
     /// [`SandboxError::Gone`], which names the container: its output is no result.
     async fn run(&self, req: &ExecRequest) -> Result<ExecOutput> {
+        super::check_timeout(req.timeout.as_secs().max(1), super::MAX_TIMEOUT_SECS)?;
         let r = self.run_inner(req).await;
         let (suspect, killed) = match &r {
             Ok(o) => (!o.success(), !o.timed_out && matches!(o.exit_code, None | Some(137))),
@@ -436,6 +439,9 @@ pub async fn clean(docker: &Docker) -> Result<Vec<String>> {
     let mut removed = Vec::new();
     for c in docker.list_containers(Some(opts)).await? {
         let Some(id) = c.id else { continue };
+        if owner_alive(c.labels.as_ref()) {
+            continue;
+        }
         let opts = RemoveContainerOptions { force: true, v: true, ..Default::default() };
         docker.remove_container(&id, Some(opts)).await?;
         let name = c.names.and_then(|n| n.first().cloned()).unwrap_or(id);
@@ -443,6 +449,19 @@ pub async fn clean(docker: &Docker) -> Result<Vec<String>> {
     }
     removed.sort();
     Ok(removed)
+}
+
+/// Whether a sandbox container's owning process is alive: by its owner label, or, for a
+/// container made before the label existed, by the pid its session id starts with.
+fn owner_alive(labels: Option<&HashMap<String, String>>) -> bool {
+    let Some(l) = labels else { return false };
+    if let Some(tag) = l.get(super::owner::OWNER_LABEL) {
+        return super::owner::alive(tag);
+    }
+    l.get(SESSION_LABEL)
+        .and_then(|s| s.split('-').next())
+        .and_then(|p| p.parse::<u32>().ok())
+        .is_some_and(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists())
 }
 
 /// Containers of one session (for tests and diagnostics).

@@ -92,7 +92,7 @@ pub fn tag_for(repo: &Path, base_image_id: &str) -> String {
     let mut h = blake3::Hasher::new();
     h.update(base_image_id.as_bytes());
     for m in MANIFESTS {
-        if let Ok(bytes) = std::fs::read(repo.join(m)) {
+        if let Some(bytes) = crate::confine::read_bytes(repo, m) {
             h.update(m.as_bytes());
             h.update(&(bytes.len() as u64).to_le_bytes());
             h.update(&bytes);
@@ -200,7 +200,10 @@ async fn open_networked(d: &bollard::Docker, config: SandboxConfig) -> Result<do
 /// may install packages), every test run in the image has none.
 async fn build_dockerfile(d: &bollard::Docker, repo: &Path, on_step: &mut impl FnMut(&Step)) -> Result<Prepared> {
     use futures_util::StreamExt;
-    let dockerfile = std::fs::read(repo.join("Dockerfile")).map_err(|e| SandboxError::io("reading the Dockerfile", e))?;
+    // Through the confinement rule: a Dockerfile symlinked out of the repository is refused.
+    let dockerfile = crate::confine::read_bytes(repo, "Dockerfile").ok_or_else(|| {
+        SandboxError::Other("the Dockerfile is missing, not a regular file, or a symlink out of the repository".into())
+    })?;
     let text = String::from_utf8_lossy(&dockerfile).into_owned();
     let base = text
         .lines()

@@ -1,11 +1,13 @@
 //! The local sandbox, for machines without Docker: a temporary copy of the repository,
 //! each command in its own session and process group with a timeout that kills the
-//! whole group, rlimits, a scrubbed environment and (where the kernel lets us) a
-//! private network namespace with only loopback.
+//! whole group, rlimits, a scrubbed environment, and its own mount and network
+//! namespaces ([`super::jail`]): the tree read-only but the sandbox's temp dir, the
+//! Docker socket covered, only loopback. Without a mount namespace it refuses to open.
 //!
 //! It is weaker than the container: a process that calls `setsid` itself leaves the
-//! group, RLIMIT_NPROC does not bind root, and RLIMIT_DATA is not a cgroup. The
-//! container is the default whenever it can be had.
+//! group, RLIMIT_NPROC does not bind root, RLIMIT_DATA is not a cgroup, the rest of the
+//! file system is readable and the host's processes are visible. The container is the
+//! default whenever it can be had.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -23,6 +25,10 @@ use super::{
 /// run ([`super::env`]) goes ahead of it, never the user's shims.
 pub const LOCAL_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
+/// Set to `1` to let the local sandbox run commands without file-system isolation where
+/// no mount namespace can be had (it says so on every open).
+pub const UNCONFINED_VAR: &str = "REPROAGENT_LOCAL_UNCONFINED";
+
 /// The sandbox-private directory (beside the copy, not in it) holding the
 /// `sitecustomize.py` that keeps imports on the copy.
 const PYSITE: &str = "pysite";
@@ -36,6 +42,8 @@ pub struct LocalSandbox {
     repo_str: String,
     limits: Limits,
     netns: bool,
+    /// What each command's confinement is (see [`super::jail`]).
+    iso: super::jail::Isolation,
     /// `PATH` and the variables every command gets (before the request's own).
     path: String,
     base_env: Vec<(String, String)>,
@@ -47,11 +55,27 @@ pub struct LocalSandbox {
 impl LocalSandbox {
     /// Copy the repository into a fresh temporary directory.
     pub fn open(config: SandboxConfig) -> Result<Self> {
+        config.limits.check()?;
         let dir = tempfile::Builder::new()
-            .prefix("reproagent-sandbox-")
+            .prefix(super::owner::LOCAL_PREFIX)
             .tempdir()
             .map_err(|e| SandboxError::io("creating the sandbox temp dir", e))?;
-        let root = dir.path().to_path_buf();
+        // Registered: `sandbox clean` removes the dir once this process is gone.
+        std::fs::write(dir.path().join(super::owner::OWNER_FILE), super::owner::this_process())
+            .map_err(|e| SandboxError::io("writing the sandbox's owner file", e))?;
+        // Canonical: the confinement binds this path, and a symlink in it would escape.
+        let root = dir.path().canonicalize().map_err(|e| SandboxError::io("resolving the sandbox temp dir", e))?;
+        let (iso, why_not) = super::jail::Jail::probe(&root);
+        if !iso.fs {
+            if std::env::var_os(UNCONFINED_VAR).is_some_and(|v| v == "1") {
+                eprintln!("warning: the local sandbox runs commands WITHOUT file-system isolation ({UNCONFINED_VAR}=1): they can write anywhere this user can");
+            } else {
+                return Err(SandboxError::Unconfined(format!(
+                    "{} (hint: use --sandbox docker, or allow user namespaces (sysctl kernel.unprivileged_userns_clone=1), or set {UNCONFINED_VAR}=1 to run unconfined at your own risk)",
+                    why_not.unwrap_or_else(|| "mount namespace refused".into())
+                )));
+            }
+        }
         let _interrupt = super::interrupt::register_dir(&root);
         let repo = root.join("repo");
         for sub in ["home", "tmp", PYSITE] {
@@ -63,35 +87,26 @@ impl LocalSandbox {
         copy_skip(&repo, &skip)?;
         let repo_str = repo.to_string_lossy().into_owned();
         let (path, base_env) = environment(&root, &repo, &config.repo, config.env.as_deref())?;
-        let mut sb = LocalSandbox {
+        let sb = LocalSandbox {
             dir: Mutex::new(Some(dir)),
             root,
             repo,
             repo_str,
             limits: config.limits,
-            netns: true,
+            netns: iso.net,
+            iso,
             path,
             base_env,
             env: config.env,
             _interrupt,
         };
-        sb.netns = sb.probe_netns();
         Ok(sb)
     }
 
-    /// Whether this process may unshare a network namespace (root, or CAP_SYS_ADMIN).
-    fn probe_netns(&self) -> bool {
-        let mut cmd = std::process::Command::new("/bin/true");
-        // SAFETY: unshare is a plain syscall, safe between fork and exec.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
-                if libc::unshare(libc::CLONE_NEWNET) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        cmd.status().map(|s| s.success()).unwrap_or(false)
+    /// Whether commands run with the tree read-only outside the sandbox dir and the
+    /// Docker socket hidden.
+    pub fn fs_isolated(&self) -> bool {
+        self.iso.fs
     }
 
     fn is_open(&self) -> bool {
@@ -102,6 +117,7 @@ impl LocalSandbox {
         if !self.is_open() {
             return Err(SandboxError::Closed);
         }
+        super::check_timeout(req.timeout.as_secs().max(1), super::MAX_TIMEOUT_SECS)?;
         let Some((prog, args)) = req.argv.split_first() else {
             return Err(SandboxError::Other("empty command".into()));
         };
@@ -136,10 +152,13 @@ impl LocalSandbox {
         let mem = self.limits.memory_bytes;
         let pids = u64::from(self.limits.pids);
         let cpu_secs = req.timeout.as_secs().saturating_add(2);
-        let netns = self.netns;
+        let jail = super::jail::Jail::new(&self.root, &cwd, self.iso).map_err(|e| SandboxError::io("preparing the confinement", e))?;
         // SAFETY: only async-signal-safe syscalls run between fork and exec.
         unsafe {
-            cmd.pre_exec(move || child_setup(mem, pids, cpu_secs, netns));
+            cmd.pre_exec(move || {
+                child_setup(mem, pids, cpu_secs)?;
+                jail.enter()
+            });
         }
         let start = Instant::now();
         let mut child = cmd.spawn().map_err(|e| SandboxError::io(format!("running {}", prog.display()), e))?;
@@ -174,12 +193,14 @@ impl LocalSandbox {
     }
 }
 
-fn child_setup(mem: u64, pids: u64, cpu_secs: u64, netns: bool) -> std::io::Result<()> {
+fn child_setup(mem: u64, pids: u64, cpu_secs: u64) -> std::io::Result<()> {
     // SAFETY: plain syscalls on values we own.
     unsafe {
         if libc::setsid() < 0 {
             return Err(std::io::Error::last_os_error());
         }
+        // The command dies with us, even by SIGKILL (the forking thread waits for it).
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
         let set = |res, v: u64| {
             let r = libc::rlimit { rlim_cur: v as libc::rlim_t, rlim_max: v as libc::rlim_t };
             libc::setrlimit(res, &r)
@@ -188,19 +209,13 @@ fn child_setup(mem: u64, pids: u64, cpu_secs: u64, netns: bool) -> std::io::Resu
         set(libc::RLIMIT_NPROC, pids);
         set(libc::RLIMIT_CPU, cpu_secs);
         set(libc::RLIMIT_CORE, 0);
-        if netns {
-            if libc::unshare(libc::CLONE_NEWNET) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            loopback_up();
-        }
     }
     Ok(())
 }
 
 /// Bring `lo` up in a fresh network namespace, as Docker's `none` network has it, so
 /// tests that serve on 127.0.0.1 inside the sandbox still work.
-unsafe fn loopback_up() {
+pub(super) unsafe fn loopback_up() {
     let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0);
     if fd < 0 {
         return;
@@ -283,11 +298,14 @@ impl Sandbox for LocalSandbox {
             if !self.is_open() {
                 return Err(SandboxError::Closed);
             }
-            let path = self.repo.join(check_rel(rel)?);
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| SandboxError::io(format!("creating {rel}"), e))?;
+            check_rel(rel)?;
+            // Never through a symlink out of the copy (the repository may hold `tests -> /elsewhere`).
+            match crate::confine::write_inside(&self.repo, rel, contents, true) {
+                Ok(_) => Ok(()),
+                Err(crate::confine::WriteError::Io(p, e)) => Err(SandboxError::io(format!("writing {p}"), e)),
+                Err(crate::confine::WriteError::Symlink(p)) => Err(SandboxError::PathOutside(format!("{p} (a symlink; files are never written through one)"))),
+                Err(e) => Err(SandboxError::Other(e.to_string())),
             }
-            std::fs::write(&path, contents).map_err(|e| SandboxError::io(format!("writing {rel}"), e))
         })
     }
     fn read_file<'a>(&'a self, rel: &'a str) -> BoxFuture<'a, Result<Vec<u8>>> {
@@ -296,7 +314,11 @@ impl Sandbox for LocalSandbox {
                 return Err(SandboxError::Closed);
             }
             let path = self.repo.join(check_rel(rel)?);
-            std::fs::read(&path).map_err(|e| SandboxError::io(format!("reading {rel}"), e))
+            crate::confine::read_regular(&self.repo, &path).map_err(|e| match e {
+                crate::confine::Refused::Io(e) => SandboxError::io(format!("reading {rel}"), e),
+                crate::confine::Refused::Missing => SandboxError::io(format!("reading {rel}"), std::io::Error::from(std::io::ErrorKind::NotFound)),
+                other => SandboxError::PathOutside(format!("{rel} ({other})")),
+            })
         })
     }
     fn close(&self) -> BoxFuture<'_, Result<()>> {

@@ -15,7 +15,9 @@ pub mod docker;
 pub mod env;
 pub mod image;
 pub mod interrupt;
+pub mod jail;
 pub mod local;
+pub mod owner;
 pub mod policy;
 pub mod runners;
 pub mod tools;
@@ -63,6 +65,10 @@ pub enum SandboxError {
     /// outside. Nothing of it is left to clean; open a new one.
     #[error("the sandbox container {0} is gone (removed or stopped from outside while a command ran)")]
     Gone(String),
+    /// The local sandbox cannot confine commands here (no mount namespace): it will not
+    /// run them unconfined. Use Docker, or allow user namespaces.
+    #[error("the local sandbox cannot isolate the file system here: {0}")]
+    Unconfined(String),
     /// Something else went wrong inside the sandbox; the message says what.
     #[error("{0}")]
     Other(String),
@@ -110,6 +116,42 @@ impl Default for Limits {
     fn default() -> Self {
         Limits { memory_bytes: 2 << 30, cpus: 1.0, pids: 512, output_bytes: 256 << 10 }
     }
+}
+
+/// The longest timeout a command may ask for, in seconds (a day: nothing waits forever,
+/// and a huge value cannot overflow a deadline).
+pub const MAX_TIMEOUT_SECS: u64 = 86_400;
+/// The longest timeout a runtime tool call (a model's) may ask for, in seconds.
+pub const MAX_TOOL_TIMEOUT_SECS: u64 = 3_600;
+/// The least memory a sandbox may be given: below it nothing starts (0 would mean "no
+/// limit" to Docker, and crash the local sandbox's interpreter).
+pub const MIN_MEMORY_MB: u64 = 16;
+/// The most memory a sandbox may be given (1 TiB).
+pub const MAX_MEMORY_MB: u64 = 1 << 20;
+
+impl Limits {
+    /// Refuse limits that mean "none" or cannot hold: memory outside
+    /// [`MIN_MEMORY_MB`]..=[`MAX_MEMORY_MB`], no processes, no CPU.
+    pub fn check(&self) -> Result<()> {
+        let mb = self.memory_bytes >> 20;
+        if !(MIN_MEMORY_MB..=MAX_MEMORY_MB).contains(&mb) {
+            return Err(SandboxError::Other(format!(
+                "memory limit {mb} MiB is out of range (hint: give {MIN_MEMORY_MB} to {MAX_MEMORY_MB} MiB)"
+            )));
+        }
+        if self.pids == 0 || !(self.cpus > 0.0 && self.cpus.is_finite()) {
+            return Err(SandboxError::Other("process and CPU limits must be positive (hint: leave the defaults)".into()));
+        }
+        Ok(())
+    }
+}
+
+/// Refuse a timeout of 0 or above `max` seconds.
+pub fn check_timeout(secs: u64, max: u64) -> Result<()> {
+    if secs == 0 || secs > max {
+        return Err(SandboxError::Other(format!("timeout {secs} s is out of range (hint: give 1 to {max} seconds)")));
+    }
+    Ok(())
 }
 
 /// How a sandbox is opened.

@@ -153,7 +153,7 @@ pub struct TestResult {
 /// Pick the framework for a test file from the file itself and the repository's manifests.
 pub fn detect(repo: &Path, file: &str, content: &str) -> Option<Framework> {
     let ext = Path::new(file).extension().and_then(|e| e.to_str()).unwrap_or("");
-    let read = |p: &str| std::fs::read_to_string(repo.join(p)).unwrap_or_default();
+    let read = |p: &str| crate::confine::read_text(repo, p).unwrap_or_default();
     match ext {
         "py" => Some(detect_python(repo, content)),
         "js" | "mjs" | "cjs" | "ts" | "mts" | "cts" | "tsx" | "jsx" => {

@@ -29,6 +29,7 @@ pub struct RunCommandArgs {
 }
 
 pub async fn run_command(sb: &dyn Sandbox, args: &RunCommandArgs) -> Result<ExecOutput> {
+    super::check_timeout(args.timeout_secs, super::MAX_TOOL_TIMEOUT_SECS)?;
     policy::check_command(&args.command, sb.workdir()).map_err(SandboxError::Refused)?;
     let mut req = ExecRequest::shell(&args.command).timeout(Duration::from_secs(args.timeout_secs));
     req.cwd = args.cwd.clone();
@@ -45,6 +46,7 @@ pub struct RunPythonArgs {
 }
 
 pub async fn run_python(sb: &dyn Sandbox, args: &RunPythonArgs) -> Result<ExecOutput> {
+    super::check_timeout(args.timeout_secs, super::MAX_TOOL_TIMEOUT_SECS)?;
     policy::check_python(&args.code, sb.workdir()).map_err(SandboxError::Refused)?;
     let file = format!("{REPORT_DIR}/snippet_{}.py", super::new_session_id());
     sb.write_file(&file, args.code.as_bytes()).await?;
@@ -83,6 +85,7 @@ pub struct RunTestArgs {
 /// Run a test and parse its result. `repo` is the user's tree, read (never written) to
 /// detect the framework from its manifests.
 pub async fn run_test(sb: &dyn Sandbox, repo: &Path, args: &RunTestArgs) -> Result<TestResult> {
+    super::check_timeout(args.timeout_secs, super::MAX_TOOL_TIMEOUT_SECS)?;
     super::check_rel(&args.file)?;
     let content = String::from_utf8_lossy(&sb.read_file(&args.file).await?).into_owned();
     let framework = match (&args.command, &args.framework) {

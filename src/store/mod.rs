@@ -37,6 +37,10 @@ pub enum StoreError {
     /// Not a database we can read: `reproagent index` rebuilds it.
     #[error("{0} is not a reproagent index")]
     Foreign(PathBuf),
+    /// The file is damaged (truncated, or the engine failed reading it): `reproagent
+    /// index` rebuilds it.
+    #[error("index at {path} is damaged: {why}")]
+    Damaged { path: PathBuf, why: String },
     /// An error from Cozo (a query error carries its position in the message).
     #[error("{0}")]
     Db(String),
@@ -49,7 +53,7 @@ impl StoreError {
     pub fn hint(&self) -> Option<&'static str> {
         match self {
             StoreError::Missing(_) => Some("run `reproagent index` in the repository first"),
-            StoreError::Version { .. } | StoreError::Foreign(_) => Some("run `reproagent index` to rebuild it"),
+            StoreError::Version { .. } | StoreError::Foreign(_) | StoreError::Damaged { .. } => Some("run `reproagent index` to rebuild it"),
             _ => None,
         }
     }
@@ -154,34 +158,70 @@ pub struct Store {
     path: PathBuf,
 }
 
-fn looks_like_sqlite(path: &Path) -> std::io::Result<bool> {
+/// Is this a whole SQLite file? The header's magic, then its page size times the page
+/// count it records against the file's length: a truncated file is shorter (the count is
+/// valid when its "version-valid-for" field equals the change counter, as every SQLite
+/// since 3.7.0 writes it).
+fn check_sqlite(path: &Path) -> Result<(), StoreError> {
     use std::io::Read;
-    let mut head = [0u8; 16];
+    let mut head = [0u8; 100];
     let mut f = std::fs::File::open(path)?;
+    let len = f.metadata()?.len();
     let n = f.read(&mut head)?;
-    Ok(n == 16 && &head == b"SQLite format 3\0")
+    if n < 100 || &head[..16] != b"SQLite format 3\0" {
+        return Err(StoreError::Foreign(path.to_path_buf()));
+    }
+    let be32 = |o: usize| u32::from_be_bytes([head[o], head[o + 1], head[o + 2], head[o + 3]]);
+    let page = match u16::from_be_bytes([head[16], head[17]]) {
+        1 => 65536u64,
+        p => u64::from(p),
+    };
+    let pages = u64::from(be32(28));
+    if be32(24) == be32(92) && pages > 0 && len < page * pages {
+        return Err(StoreError::Damaged {
+            path: path.to_path_buf(),
+            why: format!("truncated: {len} bytes, its header says {pages} pages of {page}"),
+        });
+    }
+    Ok(())
 }
 
-/// Open an existing index for reading and checking. It must exist and have our format.
+/// Run `f`, turning a panic inside the engine (a damaged file it reads) into `Damaged`.
+fn guarded<T>(path: &Path, f: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(p) => {
+            let why = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "the database engine failed reading it".into());
+            Err(StoreError::Damaged { path: path.to_path_buf(), why: crate::extract::truncate(why, 200) })
+        }
+    }
+}
+
+/// Open an existing index for reading and checking. It must exist, be whole and have
+/// our format.
 pub fn open(path: &Path) -> Result<Store, StoreError> {
     if !path.exists() {
         return Err(StoreError::Missing(path.to_path_buf()));
     }
-    if !looks_like_sqlite(path)? {
-        return Err(StoreError::Foreign(path.to_path_buf()));
-    }
-    let db = DbInstance::new(ENGINE, path, "").map_err(|_| StoreError::Foreign(path.to_path_buf()))?;
-    let store = Store { db, path: path.to_path_buf() };
-    let version = store.meta("format_version").map_err(|_| StoreError::Foreign(path.to_path_buf()))?;
-    match version {
-        Some(v) if v == FORMAT_VERSION.to_string() => {
-            // Written by another build: its rows may come from other rules. Same format, so
-            // readers may read it; `index` rebuilds it (see `written_by_this_build`).
-            Ok(store)
+    check_sqlite(path)?;
+    guarded(path, || {
+        let db = DbInstance::new(ENGINE, path, "").map_err(|_| StoreError::Foreign(path.to_path_buf()))?;
+        let store = Store { db, path: path.to_path_buf() };
+        let version = store.meta("format_version").map_err(|_| StoreError::Foreign(path.to_path_buf()))?;
+        match version {
+            Some(v) if v == FORMAT_VERSION.to_string() => {
+                // Written by another build: its rows may come from other rules. Same format, so
+                // readers may read it; `index` rebuilds it (see `written_by_this_build`).
+                Ok(store)
+            }
+            Some(v) => Err(StoreError::Version { path: path.to_path_buf(), found: v }),
+            None => Err(StoreError::Foreign(path.to_path_buf())),
         }
-        Some(v) => Err(StoreError::Version { path: path.to_path_buf(), found: v }),
-        None => Err(StoreError::Foreign(path.to_path_buf())),
-    }
+    })
 }
 
 fn schema_script() -> String {
@@ -334,13 +374,18 @@ pub fn write_full(path: &Path, root: &Path, rows: &Rows, facts: &[(String, Vec<u
     // What a killed run left behind is of no use: the live index was never touched.
     if let Ok(entries) = std::fs::read_dir(dir) {
         for e in entries.flatten() {
-            if e.file_name().to_string_lossy().starts_with("graph.db.tmp-") {
-                let _ = std::fs::remove_file(e.path());
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some(pid) = name.strip_prefix("graph.db.tmp-") {
+                // Another live run's temp file is its own (the index lock makes that rare).
+                let live = pid.parse::<u32>().is_ok_and(|p| p != std::process::id() && Path::new(&format!("/proc/{p}")).exists());
+                if !live {
+                    let _ = std::fs::remove_file(e.path());
+                }
             }
         }
     }
     let tmp = dir.join(format!("graph.db.tmp-{}", std::process::id()));
-    let result = mem.backup_db(&tmp).map_err(db_err);
+    let result = guarded(&tmp, || mem.backup_db(&tmp).map_err(db_err));
     if let Err(e) = result {
         let _ = std::fs::remove_file(&tmp);
         return Err(e);
@@ -473,10 +518,11 @@ impl Store {
 
     /// The stored facts of every file, sorted by path.
     pub fn load_facts(&self) -> Result<Vec<FileFacts>, StoreError> {
-        let r = self
-            .db
-            .run_script("?[path, data] := *index_facts{path, data}", BTreeMap::new(), ScriptMutability::Immutable)
-            .map_err(db_err)?;
+        let r = guarded(&self.path, || {
+            self.db
+                .run_script("?[path, data] := *index_facts{path, data}", BTreeMap::new(), ScriptMutability::Immutable)
+                .map_err(db_err)
+        })?;
         // Decoding is most of the cost: spread it over the threads.
         use rayon::prelude::*;
         let mut out = r
@@ -529,6 +575,10 @@ impl Store {
     /// Run a read-only script. Writes are refused by Cozo itself; an error says where in
     /// the script it is (line and column) and what is wrong.
     pub fn query(&self, script: &str, params: BTreeMap<String, DataValue>) -> Result<NamedRows, StoreError> {
+        guarded(&self.path, || self.query_unguarded(script, params))
+    }
+
+    fn query_unguarded(&self, script: &str, params: BTreeMap<String, DataValue>) -> Result<NamedRows, StoreError> {
         self.db
             .run_script(script, params, ScriptMutability::Immutable)
             .map_err(|e| {

@@ -431,7 +431,11 @@ impl TypedTool for ReadFile {
         if file.is_dir() {
             return Err(ToolError::Other(format!("'{}' is a directory; use ls", a.path)));
         }
-        let bytes = std::fs::read(&file).map_err(|e| ToolError::Io(format!("{}: {e}", a.path)))?;
+        let bytes = crate::confine::read_regular(ctx.root(), &file).map_err(|e| match e {
+            crate::confine::Refused::Outside { .. } | crate::confine::Refused::Dangling => ToolError::OutsideRepo(a.path.clone()),
+            crate::confine::Refused::Special(k) => ToolError::NotContent { path: a.path.clone(), why: format!("a {k}, not a regular file") },
+            other => ToolError::Io(format!("{}: {other}", a.path)),
+        })?;
         if bytes.iter().take(8192).any(|b| *b == 0) {
             return Err(ToolError::Binary(a.path));
         }

@@ -42,6 +42,10 @@ pub enum ToolError {
     /// A path that leaves the repository (`..`, an absolute path elsewhere, a symlink out).
     #[error("refused: '{0}' is outside the repository")]
     OutsideRepo(String),
+    /// Not repository content: a FIFO, socket or device (refused by type), or `.git/`
+    /// and `.reproagent/` (version control and our own state).
+    #[error("refused: '{path}' is {why}")]
+    NotContent { path: String, why: String },
     /// A path or entity that does not exist: the nearest names are given.
     #[error("no {what} '{name}'{}", list_text("nearest", .nearest))]
     NotFound { what: &'static str, name: String, nearest: Vec<String> },
@@ -90,6 +94,7 @@ impl ToolError {
             ToolError::UnknownTool { .. } => "`tools/list` (or `reproagent tool --list`) lists the tools",
             ToolError::BadArgs { .. } => "the tool's JSON schema (`reproagent tool --list`) gives every argument and its type",
             ToolError::OutsideRepo(_) => "paths are relative to the repository root and must stay inside it",
+            ToolError::NotContent { .. } => "only regular files of the repository are read; `ls` shows each entry's kind",
             ToolError::NotFound { what: "path", .. } => "`ls` or `find` list what exists",
             ToolError::NotFound { .. } => "`find_entity` looks entities up by name, exactly and fuzzily",
             ToolError::Ambiguous { .. } => "pass one of the candidate ids (path:Qualified.name)",

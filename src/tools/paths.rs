@@ -34,7 +34,21 @@ pub(crate) fn resolve(root: &Path, rel: &str) -> Result<PathBuf, ToolError> {
         return Err(ToolError::OutsideRepo(rel.to_string()));
     }
     match norm.canonicalize() {
-        Ok(canon) if canon.starts_with(root) => Ok(canon),
+        Ok(canon) if canon.starts_with(root) => {
+            let inside = canon.strip_prefix(root).unwrap_or(&canon);
+            if let Some(Component::Normal(first)) = inside.components().next() {
+                if first == ".git" || first == ".reproagent" {
+                    let what = first.to_string_lossy();
+                    return Err(ToolError::NotContent { path: rel.to_string(), why: format!("inside {what}/, which the tools never read") });
+                }
+            }
+            if let Ok(m) = std::fs::metadata(&canon) {
+                if let Some(kind) = crate::confine::special_kind(&m.file_type()) {
+                    return Err(ToolError::NotContent { path: rel.to_string(), why: format!("a {kind}, not a regular file") });
+                }
+            }
+            Ok(canon)
+        }
         Ok(_) => Err(ToolError::OutsideRepo(rel.to_string())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             // A dangling symlink inside the root still must not be followed out.
@@ -109,11 +123,15 @@ impl DbStamp {
 /// source files the index does not know.
 #[derive(Default)]
 pub struct Freshness {
+    root: Option<PathBuf>,
     seen: HashMap<PathBuf, (Option<SystemTime>, u64, String)>,
 }
 
 impl Freshness {
     pub(crate) fn check(&mut self, root: &Path, store: &Store) -> Result<(), ToolError> {
+        if self.root.as_deref() != Some(root) {
+            self.root = Some(root.to_path_buf());
+        }
         let r = store.query("?[path, hash] := *file{path, hash}", BTreeMap::new())?;
         let stored: BTreeMap<String, String> = r
             .rows
@@ -160,7 +178,9 @@ impl Freshness {
                 return Some(h.clone());
             }
         }
-        let bytes = std::fs::read(path).ok()?;
+        // Through the confinement rule: a file swapped for a symlink out or a FIFO is "changed".
+        let root = self.root.as_deref()?;
+        let bytes = crate::confine::read_regular(root, path).ok()?;
         let h = crate::extract::content_hash(&bytes);
         self.seen.insert(path.to_path_buf(), (key.0, key.1, h.clone()));
         Some(h)

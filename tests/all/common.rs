@@ -101,3 +101,44 @@ pub fn read_expected(path: &Path) -> BTreeSet<String> {
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .collect()
 }
+
+/// The local sandbox dirs (`$TMPDIR/reproagent-sandbox-*`) whose owner file names `pid`.
+/// A sandboxed command cannot write outside its copy, so tests find its probes here.
+pub fn local_sandboxes_of(pid: u32) -> Vec<PathBuf> {
+    local_sandboxes_in(&std::env::temp_dir(), pid)
+}
+
+/// The local sandbox dirs under `tmp` whose owner file names `pid`.
+pub fn local_sandboxes_in(tmp: &Path, pid: u32) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(tmp).into_iter().flatten().flatten() {
+        if !e.file_name().to_string_lossy().starts_with(reproagent::sandbox::owner::LOCAL_PREFIX) {
+            continue;
+        }
+        let owner = std::fs::read_to_string(e.path().join(reproagent::sandbox::owner::OWNER_FILE)).unwrap_or_default();
+        if owner.split(':').next() == Some(pid.to_string().as_str()) {
+            out.push(e.path());
+        }
+    }
+    out
+}
+
+/// The first file `rel` that appears in a local sandbox of `pid` within `secs`.
+pub fn wait_for_sandbox_file(pid: u32, rel: &str, secs: u64) -> PathBuf {
+    wait_for_sandbox_file_in(&std::env::temp_dir(), pid, rel, secs)
+}
+
+/// [`wait_for_sandbox_file`] for sandboxes made under `tmp`.
+pub fn wait_for_sandbox_file_in(tmp: &Path, pid: u32, rel: &str, secs: u64) -> PathBuf {
+    let start = std::time::Instant::now();
+    loop {
+        for d in local_sandboxes_in(tmp, pid) {
+            let p = d.join(rel);
+            if std::fs::read_to_string(&p).is_ok_and(|s| s.ends_with('\n')) {
+                return p;
+            }
+        }
+        assert!(start.elapsed().as_secs() < secs, "no {rel} in a local sandbox of {pid} within {secs} s");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

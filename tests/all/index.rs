@@ -134,7 +134,7 @@ fn bad_input_is_reported_and_skipped() {
     assert!(reason("archive.py").starts_with("binary"));
     assert!(reason("dangling.py").contains("broken symlink"));
     assert!(reason("loop/back").starts_with("symlink loop"));
-    assert_eq!(reason("pipe.py"), "not a regular file");
+    assert_eq!(reason("pipe.py"), "not a regular file (FIFO)");
     if !is_root {
         assert!(reason("secret.py").starts_with("unreadable"));
     }

@@ -163,14 +163,12 @@ fn ctrl_c_during_a_docker_run_removes_the_container_and_records_the_interrupt() 
 
 #[test]
 fn ctrl_c_during_a_local_run_kills_the_group_and_removes_the_copy() {
-    let probe = tempfile::tempdir().unwrap();
-    let p = probe.path().join("probe").display().to_string();
-    let extra = format!("import os\nopen({p:?}, \"w\").write(str(os.getpid()) + \" \" + os.getcwd())\n");
+    // The test cannot write outside its copy: it leaves its probe in the copy's root.
+    let extra = "import os\nopen(\"probe\", \"w\").write(str(os.getpid()) + \" \" + os.getcwd() + \"\\n\")\n".to_string();
     let mut run = start("local", &extra);
-    let probe_file = probe.path().join("probe");
-    wait_until("the test writing its probe", 60, || std::fs::read_to_string(&probe_file).is_ok_and(|s| s.contains(' ')));
+    let probe_file = wait_for_sandbox_file(run.child.id(), "repo/probe", 60);
     let text = std::fs::read_to_string(&probe_file).unwrap();
-    let (test_pid, cwd) = text.split_once(' ').unwrap();
+    let (test_pid, cwd) = text.trim_end().split_once(' ').unwrap();
     let test_pid: i32 = test_pid.parse().unwrap();
     let cwd = PathBuf::from(cwd);
     assert!(cwd.exists());

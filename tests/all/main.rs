@@ -4,6 +4,7 @@ mod bench;
 mod bench_mine;
 mod cli;
 mod common;
+mod confine;
 mod conventions;
 mod environment;
 mod fixtures;

@@ -393,22 +393,44 @@ mod docker_lifecycle {
         assert!(left(&session).await.is_empty(), "left after Ctrl-C");
     }
 
-    /// `reproagent sandbox clean` removes containers a killed process left behind.
+    /// `reproagent sandbox clean` removes containers a killed process left behind, and
+    /// spares those of a live one.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn clean_removes_leftovers() {
+    async fn clean_removes_leftovers_and_spares_live_owners() {
         if skip_docker() {
             return;
         }
         let _engine = ENGINE.write().await;
         let repo = make_repo();
-        let (sb, session) = open_session(repo.path()).await;
-        std::mem::forget(sb); // as if the process had been killed with SIGKILL
-        assert_eq!(left(&session).await.len(), 1);
+        // A live run's container: this process owns it.
+        let (sb, live) = open_session(repo.path()).await;
+        // A killed run's: `sandbox exec`, then SIGKILL, so nothing of it cleans up.
+        let killed = format!("{live}-killed");
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_reproagent"))
+            .args(["sandbox", "exec", "--sandbox", "docker", "--image", IMAGE, "--session", &killed, "--repo"])
+            .arg(repo.path())
+            .args(["--", "sleep", "120"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let start = Instant::now();
+        while left(&killed).await.is_empty() {
+            assert!(start.elapsed() < Duration::from_secs(60), "the killed run never made its container");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        child.kill().expect("kill");
+        child.wait().expect("wait");
+        assert_eq!(left(&killed).await.len(), 1);
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_reproagent")).args(["sandbox", "clean", "--json"]).output().expect("run");
         assert!(out.status.success(), "{out:?}");
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-        assert!(v["removed"].as_array().expect("array").iter().any(|n| n.as_str().is_some_and(|n| n.ends_with(&session))), "{v}");
-        assert!(left(&session).await.is_empty());
+        let removed = v["removed"].as_array().expect("array");
+        assert!(removed.iter().any(|n| n.as_str().is_some_and(|n| n.ends_with(&killed))), "{v}");
+        assert!(!removed.iter().any(|n| n.as_str().is_some_and(|n| n.ends_with(&live))), "a live run's container was removed: {v}");
+        assert!(left(&killed).await.is_empty());
+        assert_eq!(left(&live).await.len(), 1, "a live run's container was removed");
+        sb.close().await.expect("close");
     }
 
     /// `sandbox prepare` builds an image from the manifests (here: compiling Java
@@ -469,31 +491,40 @@ mod docker_lifecycle {
 /// temporary copy is removed.
 #[test]
 fn local_interrupt_kills_the_group_and_removes_the_copy() {
+    local_signal_kills_the_group_and_removes_the_copy(libc::SIGINT, 130);
+}
+
+#[test]
+fn local_sigterm_kills_the_group_and_removes_the_copy() {
+    local_signal_kills_the_group_and_removes_the_copy(libc::SIGTERM, 143);
+}
+
+fn local_signal_kills_the_group_and_removes_the_copy(sig: i32, want: i32) {
     let repo = make_repo();
-    let probe = tempfile::tempdir().expect("tempdir");
-    let p = probe.path().display().to_string();
-    assert!(p.starts_with("/tmp/"), "the probe dir must be under /tmp for the policy: {p}");
-    let line = format!("sleep 120 & echo $! > {p}/pid; pwd > {p}/wd; wait");
+    // The command cannot write outside its copy: its probes go into the copy.
+    let line = "sleep 120 & echo $! > pid; pwd > wd; wait";
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_reproagent"))
         .args(["sandbox", "exec", "--sandbox", "local", "--repo"])
         .arg(repo.path())
-        .args(["--", "sh", "-c", &line])
+        .args(["--", "sh", "-c", line])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("spawn");
-    let start = Instant::now();
-    while !probe.path().join("wd").exists() || std::fs::read_to_string(probe.path().join("wd")).unwrap_or_default().is_empty() {
-        assert!(start.elapsed() < Duration::from_secs(30), "the command never started");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let pid: i32 = std::fs::read_to_string(probe.path().join("pid")).expect("pid").trim().parse().expect("pid number");
-    let wd = PathBuf::from(std::fs::read_to_string(probe.path().join("wd")).expect("wd").trim());
+    let wd_file = crate::common::wait_for_sandbox_file(child.id(), "repo/wd", 30);
+    let copy = wd_file.parent().expect("copy").to_path_buf();
+    let pid: i32 = std::fs::read_to_string(copy.join("pid")).expect("pid").trim().parse().expect("pid number");
+    let wd = PathBuf::from(std::fs::read_to_string(&wd_file).expect("wd").trim());
     assert!(wd.exists());
     // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    assert!(!child.wait().expect("wait").success());
-    let alive = std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| !s.lines().any(|l| l.starts_with("State:") && l.contains('Z')));
-    assert!(!alive, "the sandboxed sleep {pid} survived Ctrl-C");
+    unsafe { libc::kill(child.id() as i32, sig) };
+    assert_eq!(child.wait().expect("wait").code(), Some(want));
+    // SIGKILL is delivered when the process next runs: give a loaded machine a moment.
+    let alive = || std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| !s.lines().any(|l| l.starts_with("State:") && l.contains('Z')));
+    let start = Instant::now();
+    while alive() && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!alive(), "the sandboxed sleep {pid} survived signal {sig}");
     assert!(!wd.exists(), "the copy {} was left behind", wd.display());
 }
