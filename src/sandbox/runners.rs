@@ -402,7 +402,7 @@ impl Layout {
         let src_layout = std::fs::read_dir(&src)
             .map(|rd| rd.flatten().any(|e| e.path().join("__init__.py").is_file()))
             .unwrap_or(false);
-        let pytest_itself = src.join("_pytest/__init__.py").is_file() && src.join("pytest").exists();
+        let pytest_itself = src.join("_pytest/__init__.py").is_file() && (src.join("pytest").exists() || src.join("pytest.py").is_file());
         let pytest_version = (pytest_itself && !src.join("_pytest/_version.py").exists()).then(|| latest_release(&repo.join("doc/en/announce")));
         Layout { python_path: if src_layout { vec!["src".into()] } else { Vec::new() }, pytest_itself, pytest_version }
     }
@@ -1075,6 +1075,24 @@ mod tests {
         let line = command_line(Framework::Pytest, "testing/test_s.py", None, "", None, &layout);
         assert!(line.contains("PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} python3 -m pytest -p no:cacheprovider -p pytester "), "{line}");
         assert!(line.ends_with(" 'testing/test_s.py'"), "no test in it: the file, {line}");
+    }
+
+    #[test]
+    fn pytest_itself_with_a_module_or_a_package() {
+        // pytest 4.x-5.x has `src/pytest.py`; later ones a `src/pytest/` package. Either way
+        // a git checkout lacks `_version.py`, which the run writes into the copy.
+        for entry in ["pytest.py", "pytest/__init__.py"] {
+            let t = tempfile::tempdir().expect("tmp");
+            for (rel, body) in [("src/_pytest/__init__.py", ""), (&format!("src/{entry}")[..], ""), ("doc/en/announce/release-4.6.3.rst", "")] {
+                let p = t.path().join(rel);
+                std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+                std::fs::write(p, body).expect("write");
+            }
+            let layout = Layout::of(t.path());
+            assert!(layout.pytest_itself, "{entry}");
+            assert_eq!(layout.pytest_version.as_deref(), Some("4.6.3"), "{entry}");
+            assert!(command_line(Framework::Pytest, "testing/test_s.py", None, "", None, &layout).contains("src/_pytest/_version.py"));
+        }
     }
 
     #[test]
