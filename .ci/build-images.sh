@@ -41,9 +41,10 @@ apt_install() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-# Host side, for the local sandbox tests: Debian's python3 with pytest, JUnit 4 and 5
+# Host side, for the local sandbox tests: Debian's python3 with pytest, venv and pip (the
+# environment tests build virtualenvs; the Django runner test downloads the sdist), JUnit 4 and 5
 # (node and a JDK are on the machine already; installed here too in case they are not).
-apt_install python3 python3-pytest junit4 junit5 debootstrap
+apt_install python3 python3-pytest python3-venv python3-pip python3-setuptools python3-wheel junit4 junit5 debootstrap
 command -v node >/dev/null || apt_install nodejs
 command -v javac >/dev/null || apt_install default-jdk-headless
 
