@@ -171,6 +171,8 @@ pub struct FileFacts {
     pub default_export: String,
     /// Error and missing nodes in the tree: the partial tree was kept.
     pub syntax_errors: u32,
+    /// Why the file's facts are incomplete (the entity budget was hit); empty when whole.
+    pub truncated: String,
 }
 
 /// Why a file was not indexed.
@@ -185,13 +187,26 @@ pub struct Skip {
 pub struct Limits {
     pub max_bytes: u64,
     pub max_parse_time: Duration,
+    /// Entities kept per file (the module included); past it the file keeps the first ones
+    /// in source order and says so in [`FileFacts::truncated`].
+    pub max_entities: usize,
 }
+
+/// The default per-file entity budget: TypeScript's checker.ts, the largest hand-written
+/// file we know of, has about 6,000 entities.
+pub const DEFAULT_MAX_ENTITIES: usize = 50_000;
+
+/// Names an id keeps of its nesting chain: past this many, the outermost
+/// [`ID_HEAD`] and the innermost [`ID_TAIL`] names, joined by `...`.
+pub const ID_MAX_NAMES: usize = 8;
+pub const ID_HEAD: usize = 4;
+pub const ID_TAIL: usize = 3;
 
 impl Default for Limits {
     fn default() -> Self {
         // 4 MiB keeps hand-written giants (TypeScript's checker.ts is 2.7 MiB) and leaves out
         // generated bundles.
-        Limits { max_bytes: 4 * 1024 * 1024, max_parse_time: Duration::from_secs(5) }
+        Limits { max_bytes: 4 * 1024 * 1024, max_parse_time: Duration::from_secs(5), max_entities: DEFAULT_MAX_ENTITIES }
     }
 }
 
@@ -351,7 +366,7 @@ impl Extractor {
                 budget.as_millis()
             )));
         };
-        Ok(build_facts(rel, lang, src, hash, &tree, compiled))
+        Ok(build_facts(rel, lang, src, hash, &tree, compiled, self.limits.max_entities))
     }
 }
 
@@ -382,7 +397,47 @@ struct RawDef<'t> {
     value: Option<Node<'t>>,
 }
 
-fn build_facts(rel: &str, lang: Lang, src: &str, hash: String, tree: &tree_sitter::Tree, c: &Compiled) -> FileFacts {
+/// An entity's nesting chain, bounded: the outermost [`ID_HEAD`] names, the innermost
+/// [`ID_TAIL`] and how many there are in all. Built from the parent's in constant time, so
+/// deep nesting costs linear time and space (a chain repeated in every id was quadratic).
+#[derive(Clone, Default)]
+struct Chain {
+    head: Vec<String>,
+    tail: std::collections::VecDeque<String>,
+    len: usize,
+}
+
+impl Chain {
+    fn child(&self, name: &str) -> Chain {
+        let mut c = self.clone();
+        c.len += 1;
+        if c.head.len() < ID_HEAD {
+            c.head.push(name.to_string());
+        } else {
+            c.tail.push_back(name.to_string());
+            if c.tail.len() > ID_TAIL.max(ID_MAX_NAMES - ID_HEAD) {
+                c.tail.pop_front();
+            }
+        }
+        c
+    }
+
+    /// `a.b.c`, or `a.b.c.d...x.y.z` past [`ID_MAX_NAMES`] names.
+    fn render(&self) -> String {
+        let mut out = self.head.join(".");
+        let skip = if self.len > ID_MAX_NAMES { self.tail.len().saturating_sub(ID_TAIL) } else { 0 };
+        if self.len > ID_MAX_NAMES {
+            out.push_str("...");
+        } else if !self.tail.is_empty() {
+            out.push('.');
+        }
+        let tail: Vec<&str> = self.tail.iter().skip(skip).map(String::as_str).collect();
+        out.push_str(&tail.join("."));
+        out
+    }
+}
+
+fn build_facts(rel: &str, lang: Lang, src: &str, hash: String, tree: &tree_sitter::Tree, c: &Compiled, max_entities: usize) -> FileFacts {
     let root = tree.root_node();
     let desc = lang.descriptor();
     let is_test = is_test_path(&desc.tests, rel);
@@ -479,7 +534,17 @@ fn build_facts(rel: &str, lang: Lang, src: &str, hash: String, tree: &tree_sitte
     let mut by_node: HashMap<usize, u32> = HashMap::new();
     let mut seen_ids: HashMap<String, u32> = HashMap::new();
     let mut spans: Vec<(usize, usize)> = vec![(0, src.len())];
+    let mut chains: Vec<Chain> = vec![Chain::default()];
+    let mut truncated = String::new();
     for d in &defs {
+        if entities.len() >= max_entities.max(1) {
+            truncated = format!(
+                "entity budget hit: kept the first {} of {} entities (--max-entities)",
+                entities.len(),
+                defs.len() + 1
+            );
+            break;
+        }
         while let Some(&(end, _)) = stack.last() {
             if d.node.start_byte() >= end {
                 stack.pop();
@@ -504,15 +569,10 @@ fn build_facts(rel: &str, lang: Lang, src: &str, hash: String, tree: &tree_sitte
         } else {
             (Vec::new(), false)
         };
-        let chain = if parent == 0 {
-            d.name.clone()
-        } else {
-            let p = &entities[parent as usize];
-            let p_chain = p.id.split_once(':').map(|x| x.1).unwrap_or("");
-            // A parent id's suffixes (#2, Java parameters) are not part of the chain.
-            let p_chain = p_chain.split(['#', '(']).next().unwrap_or(p_chain);
-            format!("{p_chain}.{}", d.name)
-        };
+        // The chain is built from the parent's names: its id's suffixes (#2, Java
+        // parameters) are not part of it.
+        let own_chain = chains[parent as usize].child(&d.name);
+        let chain = own_chain.render();
         let mut id = if lang == Lang::Java && kind == Kind::Method {
             format!("{rel}:{chain}({})", params.join(","))
         } else {
@@ -549,6 +609,7 @@ fn build_facts(rel: &str, lang: Lang, src: &str, hash: String, tree: &tree_sitte
             is_test: is_test_entity,
         });
         by_node.insert(d.node.id(), idx);
+        chains.push(own_chain);
         spans.push((d.node.start_byte(), d.node.end_byte()));
         stack.push((d.node.end_byte(), idx));
     }
@@ -561,29 +622,45 @@ fn build_facts(rel: &str, lang: Lang, src: &str, hash: String, tree: &tree_sitte
         }
     }
 
-    // The owner of a position: the innermost entity that is not a field.
-    let owner_of = |byte: usize| -> u32 {
-        let mut best = 0u32;
-        let mut best_len = usize::MAX;
-        for (i, &(s, e)) in spans.iter().enumerate() {
-            if s <= byte && byte < e && entities[i].kind != Kind::Field && e - s <= best_len {
-                best = i as u32;
-                best_len = e - s;
+    drop(chains);
+    // The owner of a position: the innermost entity that is not a field. One sweep over
+    // the positions in order with a stack of the open spans (tree nodes nest), so that a
+    // file with many entities and calls costs n log n, not n times m.
+    let non_field: Vec<(usize, usize, u32)> = spans
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| entities[*i].kind != Kind::Field)
+        .map(|(i, &(s, e))| (s, e, i as u32))
+        .collect();
+    let owners_of = |bytes: &[usize]| -> Vec<u32> {
+        let mut order: Vec<usize> = (0..bytes.len()).collect();
+        order.sort_by_key(|&i| bytes[i]);
+        let mut out = vec![0u32; bytes.len()];
+        let mut stack: Vec<(usize, u32)> = Vec::new();
+        let mut next = 0;
+        for qi in order {
+            let byte = bytes[qi];
+            while next < non_field.len() && non_field[next].0 <= byte {
+                let (s, e, i) = non_field[next];
+                while stack.last().is_some_and(|&(end, _)| end <= s) {
+                    stack.pop();
+                }
+                stack.push((e, i));
+                next += 1;
             }
+            while stack.last().is_some_and(|&(end, _)| end <= byte) {
+                stack.pop();
+            }
+            out[qi] = stack.last().map(|&(_, i)| i).unwrap_or(0);
         }
-        best
+        out
     };
 
+    let call_owners = owners_of(&raw_calls.iter().map(|c| c.0.start_byte()).collect::<Vec<_>>());
     let mut calls: Vec<Call> = raw_calls
         .into_iter()
-        .map(|(node, name, receiver, args, new, line)| Call {
-            owner: owner_of(node.start_byte()),
-            line,
-            name,
-            receiver,
-            args,
-            new,
-        })
+        .zip(call_owners)
+        .map(|((_, name, receiver, args, new, line), owner)| Call { owner, line, name, receiver, args, new })
         .collect();
     calls.sort_by(|a, b| (a.owner, a.line, &a.name, &a.receiver).cmp(&(b.owner, b.line, &b.name, &b.receiver)));
     calls.dedup();
@@ -599,9 +676,11 @@ fn build_facts(rel: &str, lang: Lang, src: &str, hash: String, tree: &tree_sitte
     imports.sort_by(|a, b| (a.line, &a.module, &a.name, &a.alias).cmp(&(b.line, &b.module, &b.name, &b.alias)));
     imports.dedup();
 
+    let var_owners = owners_of(&raw_vars.iter().map(|v| v.0.start_byte()).collect::<Vec<_>>());
     let mut vars: Vec<Var> = raw_vars
         .into_iter()
-        .map(|(n, name, ty)| Var { owner: owner_of(n.start_byte()), name, ty })
+        .zip(var_owners)
+        .map(|((_, name, ty), owner)| Var { owner, name, ty })
         .collect();
     vars.sort_by(|a, b| (a.owner, &a.name, &a.ty).cmp(&(b.owner, &b.name, &b.ty)));
     vars.dedup();
@@ -619,6 +698,7 @@ fn build_facts(rel: &str, lang: Lang, src: &str, hash: String, tree: &tree_sitte
         vars,
         default_export,
         syntax_errors: if root.has_error() { count_errors(root) } else { 0 },
+        truncated,
     }
 }
 

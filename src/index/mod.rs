@@ -105,6 +105,8 @@ pub struct Summary {
     pub edges_by_how: BTreeMap<String, usize>,
     pub files_with_syntax_errors: usize,
     pub skipped: Vec<Skip>,
+    /// Files kept in part: the entity budget was hit (the reason says where).
+    pub truncated: Vec<Skip>,
     pub rows_written: usize,
     pub threads: usize,
     pub seconds: f64,
@@ -123,13 +125,14 @@ impl Summary {
             _ => "full".to_string(),
         };
         format!(
-            "indexed {} files ({mode}), {} entities, {} edges ({}), {} skipped, {} with syntax errors, {:.2}s",
+            "indexed {} files ({mode}), {} entities, {} edges ({}), {} skipped, {} with syntax errors{}, {:.2}s",
             self.files,
             self.entities,
             self.edges,
             if how.is_empty() { "none".into() } else { how.join(", ") },
             self.skipped.len(),
             self.files_with_syntax_errors,
+            if self.truncated.is_empty() { String::new() } else { format!(", {} truncated", self.truncated.len()) },
             self.seconds
         )
     }
@@ -452,6 +455,11 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
         edges_by_how: counts.by_how.iter().map(|(k, v)| (k.clone(), (*v).max(0) as usize)).collect(),
         files_with_syntax_errors: new_facts.iter().filter(|f| f.syntax_errors > 0).count(),
         skipped,
+        truncated: new_facts
+            .iter()
+            .filter(|f| !f.truncated.is_empty())
+            .map(|f| Skip { path: f.path.clone(), reason: f.truncated.clone() })
+            .collect(),
         rows_written,
         threads,
         seconds: started.elapsed().as_secs_f64(),

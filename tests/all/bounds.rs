@@ -1,0 +1,101 @@
+//! Bounded work (issue 15, items 6, 7 and two low ones): every test feeds input that made
+//! today's code run for minutes or gigabytes, and states its bound in rows and bytes.
+//! The inputs are generated here (see `fixtures/evil/README.md`), never committed big.
+
+use std::path::Path;
+
+use reproagent::index::{self, Options};
+use reproagent::store;
+
+use crate::common::*;
+
+/// `function f0() {` ... 5,000 deep ... `}`: each id carried its whole nesting chain.
+fn nested_functions_ts(depth: usize) -> String {
+    let mut s = String::new();
+    for i in 0..depth {
+        s.push_str(&format!("function f{i}() {{\n"));
+    }
+    for _ in 0..depth {
+        s.push_str("}\n");
+    }
+    s
+}
+
+/// `def fN():` ... one line per function, each calling the previous one.
+fn many_functions_py(n: usize) -> String {
+    let mut s = String::with_capacity(n * 24);
+    s.push_str("def f0(): pass\n");
+    for i in 1..n {
+        s.push_str(&format!("def f{i}(): f{}()\n", i - 1));
+    }
+    s
+}
+
+fn graph_bytes(root: &Path) -> u64 {
+    std::fs::metadata(store::db_path(root)).map(|m| m.len()).unwrap_or(0)
+}
+
+fn entity_ids(root: &Path) -> Vec<String> {
+    let s = store::open(&store::db_path(root)).unwrap();
+    s.export("entity").unwrap().rows.iter().map(|r| r[0].get_str().unwrap_or_default().to_string()).collect()
+}
+
+#[test]
+fn nested_5000_functions_index_under_8mb_and_20k_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("deep.ts"), nested_functions_ts(5000)).unwrap();
+    let one = index_with(dir.path(), 1, true);
+    assert_eq!(one.entities, 5001, "{one:?}");
+    let rows = dump_all(dir.path());
+    assert!(rows.len() < 20_000, "{} rows", rows.len());
+    let bytes = graph_bytes(dir.path());
+    assert!(bytes < 8 << 20, "graph.db is {bytes} bytes");
+    let ids = entity_ids(dir.path());
+    let longest = ids.iter().map(String::len).max().unwrap_or(0);
+    assert!(longest < 100, "the longest id is {longest} bytes: {:?}", ids.iter().max_by_key(|i| i.len()));
+    // Shallow ids keep the whole chain; deep ones the outermost 4 and the innermost 3.
+    assert!(ids.contains(&"deep.ts:f0.f1.f2.f3.f4.f5.f6.f7".to_string()), "{:?}", &ids[..10]);
+    assert!(ids.contains(&"deep.ts:f0.f1.f2.f3...f6.f7.f8".to_string()));
+    assert!(ids.contains(&"deep.ts:f0.f1.f2.f3...f4997.f4998.f4999".to_string()));
+    // Ids stay unique, and the build the same whatever the thread count.
+    let mut uniq = ids.clone();
+    uniq.sort();
+    uniq.dedup();
+    assert_eq!(uniq.len(), ids.len());
+    let before = dump_all(dir.path());
+    index_with(dir.path(), 2, true);
+    assert_eq!(before, dump_all(dir.path()));
+}
+
+#[test]
+fn file_of_100k_functions_keeps_50k_entities_under_128mb_and_reports_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = many_functions_py(100_000);
+    assert!(src.len() > 2_000_000);
+    std::fs::write(dir.path().join("many.py"), &src).unwrap();
+    std::fs::write(dir.path().join("small.py"), "def g():\n    pass\n").unwrap();
+    let s = index_with(dir.path(), 2, true);
+    assert_eq!(s.truncated.len(), 1, "{:?}", s.truncated);
+    assert_eq!(s.truncated[0].path, "many.py");
+    assert!(s.truncated[0].reason.contains("entity budget hit: kept the first 50000 of 100001"), "{}", s.truncated[0].reason);
+    assert!(s.line().contains("1 truncated"), "{}", s.line());
+    // many.py keeps its first 50,000 entities (the module one of them), small.py its two.
+    assert_eq!(s.entities, 50_002, "{s:?}");
+    assert!(s.edges >= 49_000 && s.edges < 50_000, "{s:?}");
+    let bytes = graph_bytes(dir.path());
+    assert!(bytes < 128 << 20, "graph.db is {bytes} bytes");
+}
+
+#[test]
+fn entity_budget_is_a_flag_and_zero_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("m.py"), many_functions_py(30)).unwrap();
+    let mut o = Options::new(dir.path());
+    o.limits.max_entities = 11;
+    let s = index::run(&o).unwrap();
+    assert_eq!(s.entities, 11);
+    assert_eq!(s.truncated.len(), 1);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_reproagent")).args(["index", "--max-entities", "0"]).arg(dir.path()).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--max-entities must be at least 1"));
+}
