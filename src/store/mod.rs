@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use cozo::{DataValue, DbInstance, NamedRows, ScriptMutability};
 use thiserror::Error;
 
+pub mod bounded;
 pub mod text;
 
 use crate::extract::FileFacts;

@@ -99,3 +99,55 @@ fn entity_budget_is_a_flag_and_zero_is_refused() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--max-entities must be at least 1"));
 }
+
+fn tiny_indexed_repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.py"), "def f():\n    g()\n\ndef g():\n    f()\n").unwrap();
+    index_with(dir.path(), 1, true);
+    dir
+}
+
+fn reproagent(root: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_reproagent")).current_dir(root).args(args).output().unwrap()
+}
+
+#[test]
+fn recursive_query_on_a_cycle_stops_at_its_2s_timeout_with_no_rows() {
+    let repo = tiny_indexed_repo();
+    // f calls g calls f: the depth grows without end.
+    let script = "r[x, d] := *calls{caller: x}, d = 0\n r[y, d] := r[x, d0], *calls{caller: x, callee: y}, d = d0 + 1\n ?[count(x)] := r[x, _]";
+    let started = std::time::Instant::now();
+    let out = reproagent(repo.path(), &["query", script, "--timeout", "2"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("query stopped: it ran past its time limit of 2 s"), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    let out = reproagent(repo.path(), &["query", "?[x] := x = 1", "--timeout", "0"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--timeout 0: expected 1 to 3600 seconds"));
+}
+
+#[test]
+fn growing_query_is_stopped_at_64mb() {
+    let repo = tiny_indexed_repo();
+    let s = store::open(&store::db_path(repo.path())).unwrap();
+    // Each row is 10 bytes longer than the last: memory grows with the square of the rows.
+    let script = "r[n, s] := n = 0, s = ''\n r[n, s] := r[m, t], n = m + 1, s = concat(t, 'xxxxxxxxxx')\n ?[count(n)] := r[n, _]";
+    let bounds = store::bounded::QueryBounds { timeout: std::time::Duration::from_secs(120), max_memory_bytes: 64 << 20 };
+    let e = s.query_bounded(script, Default::default(), &bounds).unwrap_err().to_string();
+    assert!(e.contains("query stopped: it grew the process by over 64 MiB"), "{e}");
+}
+
+#[test]
+fn query_nested_10000_deep_is_refused_with_its_position() {
+    let repo = tiny_indexed_repo();
+    let script = format!("?[x] := x = {}1{}", "(".repeat(10_000), ")".repeat(10_000));
+    let out = reproagent(repo.path(), &["query", &script]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("nests brackets more than 64 deep at line 1, column 77"), "{err}");
+    // 60 levels still run.
+    let ok = format!("?[x] := x = {}1{}", "(".repeat(60), ")".repeat(60));
+    let out = reproagent(repo.path(), &["query", &ok]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
