@@ -151,3 +151,41 @@ fn query_nested_10000_deep_is_refused_with_its_position() {
     let out = reproagent(repo.path(), &["query", &ok]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// Peak resident memory of a run of `reproagent ARGS` in `root`, in KiB (GNU time).
+fn peak_kib(root: &Path, args: &[&str]) -> (u64, String) {
+    let out = std::process::Command::new("/usr/bin/time")
+        .args(["-f", "peak %M"])
+        .arg(env!("CARGO_BIN_EXE_reproagent"))
+        .args(args)
+        .current_dir(root)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    let kib = err.lines().filter_map(|l| l.strip_prefix("peak ")).last().and_then(|k| k.trim().parse().ok()).unwrap_or(u64::MAX);
+    (kib, String::from_utf8_lossy(&out.stdout).to_string())
+}
+
+#[test]
+fn search_code_with_15000_distinct_words_stays_under_128mb_and_says_it_was_cut() {
+    let repo = tiny_indexed_repo();
+    let words: Vec<String> = (0..15_000).map(|i| format!("w{i}x")).collect();
+    // 108 KB: the most one argument may carry is 128 KiB.
+    let query = format!("f {}", words.join(" "));
+    let args = serde_json::json!({ "query": query }).to_string();
+    let (kib, out) = peak_kib(repo.path(), &["tool", "search_code", &args]);
+    assert!(kib < 128 * 1024, "peak {kib} KiB");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["hits"][0]["id"], "a.py:f", "{v}");
+    let note = v["note"].as_str().unwrap_or_default();
+    assert!(note.contains("read the first 4096 of its 108891 bytes, searched its first 64 distinct words"), "{note}");
+    assert!(v["query"].as_str().unwrap().len() < 300);
+    // The bound in words and bytes, whatever the query.
+    let long = format!("{} f", "y".repeat(70));
+    let (kept, note) = reproagent::search::query_words(&long);
+    assert_eq!(kept, vec!["f".to_string()]);
+    assert_eq!(note.as_deref(), Some("the query was cut: left out 1 word over 64 bytes"));
+    let (kept, note) = reproagent::search::query_words(&words[..64].join(" "));
+    assert_eq!(kept.len(), 64);
+    assert!(note.is_none());
+}
