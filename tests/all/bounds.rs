@@ -189,3 +189,59 @@ fn search_code_with_15000_distinct_words_stays_under_128mb_and_says_it_was_cut()
     assert_eq!(kept.len(), 64);
     assert!(note.is_none());
 }
+
+/// `n` functions in `file`, each calling all of them, and `lonely` that nobody calls.
+fn dense_calls_py(prefix: &str, n: usize) -> String {
+    let mut s = String::new();
+    for i in 0..n {
+        s.push_str(&format!("def {prefix}{i}():\n"));
+        for j in 0..n {
+            s.push_str(&format!("    {prefix}{j}()\n"));
+        }
+        s.push('\n');
+    }
+    s.push_str("def lonely():\n    pass\n");
+    s
+}
+
+fn tool_json(root: &Path, tool: &str, args: serde_json::Value) -> serde_json::Value {
+    let out = reproagent(root, &["tool", tool, &args.to_string()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn dense_300x300_call_graph_walks_stop_at_5000_edges_and_100k_chains_and_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("d.py"), dense_calls_py("f", 300)).unwrap();
+    std::fs::write(dir.path().join("e.py"), dense_calls_py("g", 40)).unwrap();
+    let s = index_with(dir.path(), 2, true);
+    assert_eq!(s.edges, 300 * 300 + 40 * 40);
+    for tool in ["callees", "callers"] {
+        let v = tool_json(dir.path(), tool, serde_json::json!({"name": "d.py:f7", "depth": 5, "limit": 500}));
+        assert_eq!(v["total"], 5000, "{tool}: {}", v["note"]);
+        assert_eq!(v["truncated"], true);
+        let note = v["note"].as_str().unwrap();
+        assert!(note.starts_with("stopped at 5000 edges, at depth 2 of 5"), "{note}");
+        // Nearest first: all 300 edges one call away are kept.
+        let edges = v["edges"].as_array().unwrap();
+        assert_eq!(edges.iter().filter(|e| e["depth"] == 1).count(), 300);
+    }
+    // The walk from f0 is cut; what it found still gives chains.
+    let v = tool_json(dir.path(), "call_chain", serde_json::json!({"from": "d.py:f0", "to": "d.py:f299", "max_depth": 8, "limit": 5}));
+    assert_eq!(v["chains"].as_array().unwrap().len(), 5);
+    assert_eq!(v["chains"][0].as_array().unwrap().len(), 1, "the direct call first");
+    assert_eq!(v["truncated"], true);
+    // 40x40: the walk is whole (1,600 edges) but the simple paths to an unreachable
+    // target are 39^7: the search stops at 100,000 partial chains.
+    let v = tool_json(dir.path(), "call_chain", serde_json::json!({"from": "e.py:g0", "to": "e.py:lonely", "max_depth": 8}));
+    assert_eq!(v["chains"].as_array().unwrap().len(), 0);
+    assert_eq!(v["truncated"], true);
+    let note = v["note"].as_str().unwrap();
+    assert!(note.starts_with("stopped after 100000 partial chains"), "{note}");
+    // A small walk is whole and says nothing.
+    let v = tool_json(dir.path(), "callees", serde_json::json!({"name": "e.py:g1", "depth": 1}));
+    assert_eq!(v["total"], 40);
+    assert_eq!(v["truncated"], false);
+    assert!(v.get("note").is_none(), "{v}");
+}
