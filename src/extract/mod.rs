@@ -334,14 +334,12 @@ impl Extractor {
         self.extract_bytes(rel, lang, &bytes, hash)
     }
 
-    /// Extract from bytes already read.
+    /// Extract from bytes already read. UTF-16 with a byte-order mark is decoded first.
     pub fn extract_bytes(&mut self, rel: &str, lang: Lang, bytes: &[u8], hash: String) -> Result<FileFacts, Skip> {
         let skip = |reason: String| Skip { path: rel.to_string(), reason };
-        if memchr::memchr(0, &bytes[..bytes.len().min(8192)]).is_some() {
-            return Err(skip("binary: NUL byte in the first 8 KiB".into()));
-        }
-        let src = std::str::from_utf8(bytes)
-            .map_err(|e| skip(format!("not UTF-8: invalid byte at offset {}", e.valid_up_to())))?;
+        let src = decode_source(bytes).map_err(skip)?;
+        let src: &str = &src;
+        let bytes = src.as_bytes();
         let compiled = match compiled(grammar_slot(lang, rel)) {
             Ok(c) => c,
             Err(e) => return Err(skip(format!("query does not compile: {e}"))),
@@ -368,6 +366,35 @@ impl Extractor {
         };
         Ok(build_facts(rel, lang, src, hash, &tree, compiled, self.limits.max_entities))
     }
+}
+
+/// A source file's text: UTF-8, or UTF-16 (little or big endian) with its byte-order mark,
+/// decoded. Anything else is refused with the reason: binary (a NUL byte in the first 8
+/// KiB), not UTF-8, or UTF-16 that does not decode.
+pub fn decode_source(bytes: &[u8]) -> Result<std::borrow::Cow<'_, str>, String> {
+    let utf16 = match bytes {
+        [0xFF, 0xFE, rest @ ..] => Some((rest, false, "UTF-16LE")),
+        [0xFE, 0xFF, rest @ ..] => Some((rest, true, "UTF-16BE")),
+        _ => None,
+    };
+    if let Some((rest, big, name)) = utf16 {
+        if rest.len() % 2 != 0 {
+            return Err(format!("{name} with an odd number of bytes ({})", bytes.len()));
+        }
+        let units = rest.chunks_exact(2).map(|c| if big { u16::from_be_bytes([c[0], c[1]]) } else { u16::from_le_bytes([c[0], c[1]]) });
+        let text: Result<String, _> = char::decode_utf16(units).collect();
+        let text = text.map_err(|e| format!("{name} that does not decode: unpaired surrogate {:#06x}", e.unpaired_surrogate()))?;
+        if text.contains('\0') {
+            return Err(format!("binary: {name} with a NUL character"));
+        }
+        return Ok(std::borrow::Cow::Owned(text));
+    }
+    if memchr::memchr(0, &bytes[..bytes.len().min(8192)]).is_some() {
+        return Err("binary: NUL byte in the first 8 KiB".into());
+    }
+    std::str::from_utf8(bytes)
+        .map(std::borrow::Cow::Borrowed)
+        .map_err(|e| format!("not UTF-8: invalid byte at offset {}", e.valid_up_to()))
 }
 
 /// `pkg/sub/mod.py` -> `pkg.sub.mod`; `pkg/__init__.py` -> `pkg`.
@@ -882,5 +909,17 @@ mod tests {
         assert!(e.reason.starts_with("not UTF-8"), "{}", e.reason);
         let e = x.extract_bytes("a.py", Lang::Python, b"\x00\x01\x02", String::new()).unwrap_err();
         assert!(e.reason.starts_with("binary"), "{}", e.reason);
+    }
+
+    #[test]
+    fn utf16_with_a_bom_is_decoded_and_broken_utf16_refused() {
+        let text = "def caf\u{e9}():\n    pass\n";
+        let le: Vec<u8> = [0xFF, 0xFE].into_iter().chain(text.encode_utf16().flat_map(|u| u.to_le_bytes())).collect();
+        let be: Vec<u8> = [0xFE, 0xFF].into_iter().chain(text.encode_utf16().flat_map(|u| u.to_be_bytes())).collect();
+        assert_eq!(decode_source(&le).unwrap(), text);
+        assert_eq!(decode_source(&be).unwrap(), text);
+        let e = decode_source(&[0xFF, 0xFE, 0x00, 0xD8, 0x41, 0x00]).unwrap_err();
+        assert!(e.starts_with("UTF-16LE that does not decode: unpaired surrogate 0xd800"), "{e}");
+        assert!(decode_source(&[0xFE, 0xFF, 0x00]).unwrap_err().starts_with("UTF-16BE with an odd number"));
     }
 }

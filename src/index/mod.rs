@@ -555,7 +555,8 @@ fn rebuild_search(root: &Path, facts: &[FileFacts], digest: &str, threads: usize
     let docs: Vec<SearchDoc> = facts
         .par_iter()
         .flat_map_iter(|f| {
-            let text = std::fs::read_to_string(root.join(&f.path)).unwrap_or_default();
+            let bytes = std::fs::read(root.join(&f.path)).unwrap_or_default();
+            let text = crate::extract::decode_source(&bytes).unwrap_or_default();
             search::docs_for(f, &text)
         })
         .collect();
@@ -606,8 +607,8 @@ fn extract_or_reuse(
     // facts to compare against next time, and must not make every run look changed.
     let facts = ex.extract_bytes(&sf.rel, sf.lang, &bytes, hash)?;
     parsed.fetch_add(1, Ordering::Relaxed);
-    // extract_bytes checked the bytes are UTF-8.
-    let text = String::from_utf8_lossy(&bytes);
+    // extract_bytes checked the bytes decode (UTF-8, or UTF-16 with a BOM).
+    let text = crate::extract::decode_source(&bytes).unwrap_or_default();
     let docs = search::docs_for(&facts, &text);
     Ok(Got::Parsed(Box::new(facts), docs))
 }

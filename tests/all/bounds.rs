@@ -245,3 +245,26 @@ fn dense_300x300_call_graph_walks_stop_at_5000_edges_and_100k_chains_and_say_so(
     assert_eq!(v["truncated"], false);
     assert!(v.get("note").is_none(), "{v}");
 }
+
+#[test]
+fn utf16_sources_with_a_bom_are_indexed_not_called_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let py = "def from_utf16():\n    return helper()\n\ndef helper():\n    pass\n";
+    let le: Vec<u8> = [0xFF, 0xFE].into_iter().chain(py.encode_utf16().flat_map(|u| u.to_le_bytes())).collect();
+    std::fs::write(dir.path().join("le.py"), le).unwrap();
+    let ts = "export function bigEndian(): number { return 1; }\n";
+    let be: Vec<u8> = [0xFE, 0xFF].into_iter().chain(ts.encode_utf16().flat_map(|u| u.to_be_bytes())).collect();
+    std::fs::write(dir.path().join("be.ts"), be).unwrap();
+    // A lone surrogate: refused with the reason.
+    std::fs::write(dir.path().join("bad.py"), [0xFF, 0xFE, 0x00, 0xD8, 0x41, 0x00]).unwrap();
+    let s = index_with(dir.path(), 1, true);
+    assert_eq!(s.skipped.len(), 1, "{:?}", s.skipped);
+    assert!(s.skipped[0].reason.starts_with("UTF-16LE that does not decode"), "{:?}", s.skipped);
+    let ids = entity_ids(dir.path());
+    for id in ["le.py:from_utf16", "le.py:helper", "be.ts:bigEndian"] {
+        assert!(ids.contains(&id.to_string()), "{id} in {ids:?}");
+    }
+    assert_eq!(s.edges, 1, "from_utf16 -> helper");
+    let v = tool_json(dir.path(), "search_code", serde_json::json!({"query": "bigEndian"}));
+    assert_eq!(v["hits"][0]["id"], "be.ts:bigEndian", "{v}");
+}
