@@ -268,3 +268,69 @@ fn utf16_sources_with_a_bom_are_indexed_not_called_binary() {
     let v = tool_json(dir.path(), "search_code", serde_json::json!({"query": "bigEndian"}));
     assert_eq!(v["hits"][0]["id"], "be.ts:bigEndian", "{v}");
 }
+
+/// A server on 127.0.0.1 that accepts every connection and never answers; it stops
+/// accepting when dropped.
+struct SilentServer {
+    port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<usize>>,
+}
+
+impl SilentServer {
+    fn start() -> SilentServer {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut held = Vec::new();
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((s, _)) => held.push(s),
+                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
+                }
+            }
+            held.len()
+        });
+        SilentServer { port, stop, thread: Some(thread) }
+    }
+
+    /// Stop, and say how many connections were accepted.
+    fn finish(mut self) -> usize {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.take().map(|t| t.join().unwrap()).unwrap_or(0)
+    }
+}
+
+fn hello() -> reproagent::model::ChatRequest {
+    reproagent::model::ChatRequest::new(vec![reproagent::model::Message::user("hi")])
+}
+
+#[test]
+fn a_model_server_that_never_answers_is_given_up_on_in_60s_with_the_defaults() {
+    use reproagent::model::{ChatModel, HttpModel, ModelConfig, ModelError};
+    let server = SilentServer::start();
+    let c = ModelConfig::new(format!("http://127.0.0.1:{}/v1", server.port), "m");
+    let started = std::time::Instant::now();
+    let err = HttpModel::new(c).chat(&hello()).unwrap_err();
+    let took = started.elapsed();
+    assert!(matches!(err, ModelError::Timeout { .. }), "{err:?}");
+    assert!(took >= std::time::Duration::from_secs(55) && took < std::time::Duration::from_secs(70), "{took:?}");
+    assert!(server.finish() >= 1);
+}
+
+#[test]
+fn the_retry_budget_cuts_an_attempt_short_of_its_timeout() {
+    use reproagent::model::{ChatModel, HttpModel, ModelConfig, ModelError};
+    let server = SilentServer::start();
+    let mut c = ModelConfig::new(format!("http://127.0.0.1:{}/v1", server.port), "m");
+    c.timeout = std::time::Duration::from_secs(30);
+    c.retry_budget = std::time::Duration::from_secs(2);
+    let started = std::time::Instant::now();
+    let err = HttpModel::new(c).chat(&hello()).unwrap_err();
+    assert!(matches!(err, ModelError::Timeout { attempts: 1, .. }), "{err:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
+    assert_eq!(server.finish(), 1);
+}
