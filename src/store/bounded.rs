@@ -141,7 +141,7 @@ impl Store {
                     if let Ok(mut s) = stopped.lock() {
                         s.get_or_insert(why);
                     }
-                    for id in self.running_ids().difference(&before) {
+                    for id in self.running_ids().difference(before) {
                         let _ = self.db.run_script(&format!("::kill {id}"), BTreeMap::new(), ScriptMutability::Immutable);
                     }
                 }

@@ -162,7 +162,7 @@ fn peak_kib(root: &Path, args: &[&str]) -> (u64, String) {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr).to_string();
-    let kib = err.lines().filter_map(|l| l.strip_prefix("peak ")).last().and_then(|k| k.trim().parse().ok()).unwrap_or(u64::MAX);
+    let kib = err.lines().filter_map(|l| l.strip_prefix("peak ")).next_back().and_then(|k| k.trim().parse().ok()).unwrap_or(u64::MAX);
     (kib, String::from_utf8_lossy(&out.stdout).to_string())
 }
 
