@@ -173,9 +173,25 @@ pub fn docs_for(facts: &FileFacts, text: &str) -> Vec<SearchDoc> {
         start_line: 1,
         end_line: facts.lines.max(1) as u64,
     });
+    // The bodies of one file's entities, in all: eight times the file. Bodies overlap as
+    // entities nest (a class holds its methods), a few times over in real code; 5,000
+    // nested functions would otherwise put the file in the index 5,000 times over. Past
+    // it, entities are found by name, signature and doc, not body.
+    let mut body_budget = text.len().saturating_mul(8).saturating_add(MAX_BODY_BYTES);
     for e in facts.entities.iter().filter(|e| e.kind != Kind::Module) {
         let (s, t) = ((e.start_line as usize).saturating_sub(1), (e.end_line as usize).min(lines.len()));
-        let body = if s < t { lines[s..t].join("\n") } else { String::new() };
+        // Joined only up to the cut: a deeply nested entity spans most of the file, and
+        // joining every entity's whole span was quadratic.
+        let mut body = String::new();
+        for (i, l) in lines.iter().enumerate().take(t).skip(s) {
+            if body.len() > MAX_BODY_BYTES.min(body_budget) {
+                break;
+            }
+            if i > s {
+                body.push('\n');
+            }
+            body.push_str(l);
+        }
         out.push(SearchDoc {
             id: e.id.clone(),
             kind: e.kind.as_str().into(),
@@ -184,7 +200,11 @@ pub fn docs_for(facts: &FileFacts, text: &str) -> Vec<SearchDoc> {
             qname: e.qname.clone(),
             signature: e.signature.clone(),
             doc: e.doc.clone(),
-            body: cut(&body, MAX_BODY_BYTES).to_string(),
+            body: {
+                let b = cut(&body, MAX_BODY_BYTES.min(body_budget)).to_string();
+                body_budget -= b.len();
+                b
+            },
             start_line: e.start_line as u64,
             end_line: e.end_line as u64,
         });

@@ -50,6 +50,12 @@ fn nested_5000_functions_index_under_8mb_and_20k_rows() {
     assert!(rows.len() < 20_000, "{} rows", rows.len());
     let bytes = graph_bytes(dir.path());
     assert!(bytes < 8 << 20, "graph.db is {bytes} bytes");
+    // The keyword index too: entity bodies overlap, and are bounded per file.
+    let search: u64 = std::fs::read_dir(reproagent::search::search_dir(dir.path()))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(search < 8 << 20, "the keyword index is {search} bytes");
     let ids = entity_ids(dir.path());
     let longest = ids.iter().map(String::len).max().unwrap_or(0);
     assert!(longest < 100, "the longest id is {longest} bytes: {:?}", ids.iter().max_by_key(|i| i.len()));
