@@ -73,6 +73,14 @@ fn fail(e: GraphError) -> anyhow::Error {
     super::with_hint(e.to_string(), e.hint())
 }
 
+/// A walk's edges; when a bound stopped it, a note on stderr says where.
+fn print_walk(walk: graph::Walk, json: bool) -> anyhow::Result<()> {
+    if let Some(cut) = &walk.truncated {
+        eprintln!("note: truncated: {cut}");
+    }
+    print_edges(&walk.edges, json)
+}
+
 fn print_edges(edges: &[Edge], json: bool) -> anyhow::Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(edges)?);
@@ -110,16 +118,19 @@ pub fn run(args: GraphArgs) -> anyhow::Result<()> {
         }
         GraphQuery::Callers(w) => {
             let id = graph::resolve_entity(&store, &w.entity).map_err(fail)?;
-            print_edges(&graph::callers(&store, &id, w.depth, w.min_confidence).map_err(fail)?, json)
+            print_walk(graph::walk(&store, &id, w.depth, w.min_confidence, true).map_err(fail)?, json)
         }
         GraphQuery::Callees(w) => {
             let id = graph::resolve_entity(&store, &w.entity).map_err(fail)?;
-            print_edges(&graph::callees(&store, &id, w.depth, w.min_confidence).map_err(fail)?, json)
+            print_walk(graph::walk(&store, &id, w.depth, w.min_confidence, false).map_err(fail)?, json)
         }
         GraphQuery::Path { from, to, depth, limit, min_confidence } => {
             let a = graph::resolve_entity(&store, &from).map_err(fail)?;
             let b = graph::resolve_entity(&store, &to).map_err(fail)?;
-            let paths = graph::paths(&store, &a, &b, depth, min_confidence, limit).map_err(fail)?;
+            let (paths, cut) = graph::paths_bounded(&store, &a, &b, depth, min_confidence, limit).map_err(fail)?;
+            if let Some(cut) = cut {
+                eprintln!("note: truncated: {cut}");
+            }
             if json {
                 println!("{}", serde_json::to_string_pretty(&paths)?);
             } else if paths.is_empty() {

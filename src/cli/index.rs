@@ -34,6 +34,10 @@ pub struct IndexArgs {
     /// Give up parsing a file after this many milliseconds.
     #[arg(long, default_value_t = Limits::default().max_parse_time.as_millis() as u64)]
     pub max_parse_ms: u64,
+    /// Keep at most this many entities per file (the module included); a file past it is
+    /// kept with its first ones and reported as truncated.
+    #[arg(long, default_value_t = Limits::default().max_entities)]
+    pub max_entities: usize,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -46,12 +50,15 @@ pub fn run(args: IndexArgs) -> anyhow::Result<()> {
     if args.threads == Some(0) {
         anyhow::bail!("--threads must be at least 1");
     }
+    if args.max_entities == 0 {
+        anyhow::bail!("--max-entities must be at least 1 (it counts the module entity)");
+    }
     let opts = Options {
         root: args.path.clone(),
         threads: args.threads,
         include_vendored: args.include_vendored,
         full: args.full,
-        limits: Limits { max_bytes: args.max_file_bytes, max_parse_time: Duration::from_millis(args.max_parse_ms) },
+        limits: Limits { max_bytes: args.max_file_bytes, max_parse_time: Duration::from_millis(args.max_parse_ms), max_entities: args.max_entities },
         progress: !args.json && std::io::stderr().is_terminal(),
     };
     let summary = index::run(&opts).map_err(|e| super::with_hint(e.to_string(), e.hint()))?;
@@ -65,6 +72,9 @@ pub fn run(args: IndexArgs) -> anyhow::Result<()> {
     if !args.quiet {
         for s in &summary.skipped {
             eprintln!("skipped {}: {}", if s.path.is_empty() { "?" } else { &s.path }, s.reason);
+        }
+        for t in &summary.truncated {
+            eprintln!("truncated {}: {}", t.path, t.reason);
         }
     }
     println!("{}", summary.line());

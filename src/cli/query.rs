@@ -26,6 +26,10 @@ pub struct QueryArgs {
     /// Print rows as JSON: {"headers": [...], "rows": [[...]]}.
     #[arg(long)]
     pub json: bool,
+    /// Stop the query after this many seconds (1 to 3600). A query is also stopped when it
+    /// grows the process by 2 GiB, and refused when its brackets nest over 64 deep.
+    #[arg(long, value_name = "SECONDS", default_value_t = store::bounded::DEFAULT_TIMEOUT.as_secs())]
+    pub timeout: u64,
 }
 
 pub(crate) fn parse_params(raw: &[String]) -> anyhow::Result<BTreeMap<String, DataValue>> {
@@ -60,9 +64,13 @@ pub(crate) fn cell(v: &DataValue) -> String {
 }
 
 pub fn run(args: QueryArgs) -> anyhow::Result<()> {
+    if !(1..=3600).contains(&args.timeout) {
+        anyhow::bail!("--timeout {}: expected 1 to 3600 seconds", args.timeout);
+    }
     let params = parse_params(&args.params)?;
     let store = store::open(&store::db_path(&args.repo)).map_err(|e| super::with_hint(e.to_string(), e.hint()))?;
-    let rows = store.query(&args.script, params).map_err(|e| {
+    let bounds = store::bounded::QueryBounds { timeout: std::time::Duration::from_secs(args.timeout), ..Default::default() };
+    let rows = store.query_bounded(&args.script, params, &bounds).map_err(|e| {
         super::with_hint(format!("query: {e}"), Some("`reproagent schema` lists the relations and their columns"))
     })?;
     if args.json {

@@ -37,12 +37,15 @@ pub fn run(args: SearchArgs) -> anyhow::Result<()> {
     let index = SearchIndex::open(&args.repo).map_err(fail)?;
     index.check_fresh(graph.meta("tree_digest")?.as_deref()).map_err(fail)?;
     let hits = index.search(&args.query, args.kind.as_deref(), args.path.as_deref(), args.limit).map_err(fail)?;
+    if let Some(cut) = crate::search::query_words(&args.query).1 {
+        eprintln!("note: {cut}");
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&hits)?);
         return Ok(());
     }
     if hits.is_empty() {
-        println!("no match for {:?}", args.query);
+        println!("no match for {:?}", crate::extract::truncate(args.query.clone(), 200));
     }
     for h in hits {
         println!("{:>7.2}  {:<9} {}  ({}:{}-{})", h.score, h.kind, h.id, h.path, h.start_line, h.end_line);

@@ -171,6 +171,8 @@ pub struct FileFacts {
     pub default_export: String,
     /// Error and missing nodes in the tree: the partial tree was kept.
     pub syntax_errors: u32,
+    /// Why the file's facts are incomplete (the entity budget was hit); empty when whole.
+    pub truncated: String,
 }
 
 /// Why a file was not indexed.
@@ -185,13 +187,26 @@ pub struct Skip {
 pub struct Limits {
     pub max_bytes: u64,
     pub max_parse_time: Duration,
+    /// Entities kept per file (the module included); past it the file keeps the first ones
+    /// in source order and says so in [`FileFacts::truncated`].
+    pub max_entities: usize,
 }
+
+/// The default per-file entity budget: TypeScript's checker.ts, the largest hand-written
+/// file we know of, has about 6,000 entities.
+pub const DEFAULT_MAX_ENTITIES: usize = 50_000;
+
+/// Names an id keeps of its nesting chain: past this many, the outermost
+/// [`ID_HEAD`] and the innermost [`ID_TAIL`] names, joined by `...`.
+pub const ID_MAX_NAMES: usize = 8;
+pub const ID_HEAD: usize = 4;
+pub const ID_TAIL: usize = 3;
 
 impl Default for Limits {
     fn default() -> Self {
         // 4 MiB keeps hand-written giants (TypeScript's checker.ts is 2.7 MiB) and leaves out
         // generated bundles.
-        Limits { max_bytes: 4 * 1024 * 1024, max_parse_time: Duration::from_secs(5) }
+        Limits { max_bytes: 4 * 1024 * 1024, max_parse_time: Duration::from_secs(5), max_entities: DEFAULT_MAX_ENTITIES }
     }
 }
 
@@ -322,14 +337,12 @@ impl Extractor {
         self.extract_bytes(rel, lang, &bytes, hash)
     }
 
-    /// Extract from bytes already read.
+    /// Extract from bytes already read. UTF-16 with a byte-order mark is decoded first.
     pub fn extract_bytes(&mut self, rel: &str, lang: Lang, bytes: &[u8], hash: String) -> Result<FileFacts, Skip> {
         let skip = |reason: String| Skip { path: rel.to_string(), reason };
-        if memchr::memchr(0, &bytes[..bytes.len().min(8192)]).is_some() {
-            return Err(skip("binary: NUL byte in the first 8 KiB".into()));
-        }
-        let src = std::str::from_utf8(bytes)
-            .map_err(|e| skip(format!("not UTF-8: invalid byte at offset {}", e.valid_up_to())))?;
+        let src = decode_source(bytes).map_err(skip)?;
+        let src: &str = &src;
+        let bytes = src.as_bytes();
         let compiled = match compiled(grammar_slot(lang, rel)) {
             Ok(c) => c,
             Err(e) => return Err(skip(format!("query does not compile: {e}"))),
@@ -354,8 +367,37 @@ impl Extractor {
                 budget.as_millis()
             )));
         };
-        Ok(build_facts(rel, lang, src, hash, &tree, compiled))
+        Ok(build_facts(rel, lang, src, hash, &tree, compiled, self.limits.max_entities))
     }
+}
+
+/// A source file's text: UTF-8, or UTF-16 (little or big endian) with its byte-order mark,
+/// decoded. Anything else is refused with the reason: binary (a NUL byte in the first 8
+/// KiB), not UTF-8, or UTF-16 that does not decode.
+pub fn decode_source(bytes: &[u8]) -> Result<std::borrow::Cow<'_, str>, String> {
+    let utf16 = match bytes {
+        [0xFF, 0xFE, rest @ ..] => Some((rest, false, "UTF-16LE")),
+        [0xFE, 0xFF, rest @ ..] => Some((rest, true, "UTF-16BE")),
+        _ => None,
+    };
+    if let Some((rest, big, name)) = utf16 {
+        if rest.len() % 2 != 0 {
+            return Err(format!("{name} with an odd number of bytes ({})", bytes.len()));
+        }
+        let units = rest.chunks_exact(2).map(|c| if big { u16::from_be_bytes([c[0], c[1]]) } else { u16::from_le_bytes([c[0], c[1]]) });
+        let text: Result<String, _> = char::decode_utf16(units).collect();
+        let text = text.map_err(|e| format!("{name} that does not decode: unpaired surrogate {:#06x}", e.unpaired_surrogate()))?;
+        if text.contains('\0') {
+            return Err(format!("binary: {name} with a NUL character"));
+        }
+        return Ok(std::borrow::Cow::Owned(text));
+    }
+    if memchr::memchr(0, &bytes[..bytes.len().min(8192)]).is_some() {
+        return Err("binary: NUL byte in the first 8 KiB".into());
+    }
+    std::str::from_utf8(bytes)
+        .map(std::borrow::Cow::Borrowed)
+        .map_err(|e| format!("not UTF-8: invalid byte at offset {}", e.valid_up_to()))
 }
 
 /// `pkg/sub/mod.py` -> `pkg.sub.mod`; `pkg/__init__.py` -> `pkg`.
@@ -385,7 +427,47 @@ struct RawDef<'t> {
     value: Option<Node<'t>>,
 }
 
-fn build_facts(rel: &str, lang: Lang, src: &str, hash: String, tree: &tree_sitter::Tree, c: &Compiled) -> FileFacts {
+/// An entity's nesting chain, bounded: the outermost [`ID_HEAD`] names, the innermost
+/// [`ID_TAIL`] and how many there are in all. Built from the parent's in constant time, so
+/// deep nesting costs linear time and space (a chain repeated in every id was quadratic).
+#[derive(Clone, Default)]
+struct Chain {
+    head: Vec<String>,
+    tail: std::collections::VecDeque<String>,
+    len: usize,
+}
+
+impl Chain {
+    fn child(&self, name: &str) -> Chain {
+        let mut c = self.clone();
+        c.len += 1;
+        if c.head.len() < ID_HEAD {
+            c.head.push(name.to_string());
+        } else {
+            c.tail.push_back(name.to_string());
+            if c.tail.len() > ID_TAIL.max(ID_MAX_NAMES - ID_HEAD) {
+                c.tail.pop_front();
+            }
+        }
+        c
+    }
+
+    /// `a.b.c`, or `a.b.c.d...x.y.z` past [`ID_MAX_NAMES`] names.
+    fn render(&self) -> String {
+        let mut out = self.head.join(".");
+        let skip = if self.len > ID_MAX_NAMES { self.tail.len().saturating_sub(ID_TAIL) } else { 0 };
+        if self.len > ID_MAX_NAMES {
+            out.push_str("...");
+        } else if !self.tail.is_empty() {
+            out.push('.');
+        }
+        let tail: Vec<&str> = self.tail.iter().skip(skip).map(String::as_str).collect();
+        out.push_str(&tail.join("."));
+        out
+    }
+}
+
+fn build_facts(rel: &str, lang: Lang, src: &str, hash: String, tree: &tree_sitter::Tree, c: &Compiled, max_entities: usize) -> FileFacts {
     let root = tree.root_node();
     let desc = lang.descriptor();
     let is_test = is_test_path(&desc.tests, rel);
@@ -482,7 +564,17 @@ fn build_facts(rel: &str, lang: Lang, src: &str, hash: String, tree: &tree_sitte
     let mut by_node: HashMap<usize, u32> = HashMap::new();
     let mut seen_ids: HashMap<String, u32> = HashMap::new();
     let mut spans: Vec<(usize, usize)> = vec![(0, src.len())];
+    let mut chains: Vec<Chain> = vec![Chain::default()];
+    let mut truncated = String::new();
     for d in &defs {
+        if entities.len() >= max_entities.max(1) {
+            truncated = format!(
+                "entity budget hit: kept the first {} of {} entities (--max-entities)",
+                entities.len(),
+                defs.len() + 1
+            );
+            break;
+        }
         while let Some(&(end, _)) = stack.last() {
             if d.node.start_byte() >= end {
                 stack.pop();
@@ -507,15 +599,10 @@ fn build_facts(rel: &str, lang: Lang, src: &str, hash: String, tree: &tree_sitte
         } else {
             (Vec::new(), false)
         };
-        let chain = if parent == 0 {
-            d.name.clone()
-        } else {
-            let p = &entities[parent as usize];
-            let p_chain = p.id.split_once(':').map(|x| x.1).unwrap_or("");
-            // A parent id's suffixes (#2, Java parameters) are not part of the chain.
-            let p_chain = p_chain.split(['#', '(']).next().unwrap_or(p_chain);
-            format!("{p_chain}.{}", d.name)
-        };
+        // The chain is built from the parent's names: its id's suffixes (#2, Java
+        // parameters) are not part of it.
+        let own_chain = chains[parent as usize].child(&d.name);
+        let chain = own_chain.render();
         let mut id = if lang == Lang::Java && kind == Kind::Method {
             format!("{rel}:{chain}({})", params.join(","))
         } else {
@@ -552,6 +639,7 @@ fn build_facts(rel: &str, lang: Lang, src: &str, hash: String, tree: &tree_sitte
             is_test: is_test_entity,
         });
         by_node.insert(d.node.id(), idx);
+        chains.push(own_chain);
         spans.push((d.node.start_byte(), d.node.end_byte()));
         stack.push((d.node.end_byte(), idx));
     }
@@ -564,29 +652,45 @@ fn build_facts(rel: &str, lang: Lang, src: &str, hash: String, tree: &tree_sitte
         }
     }
 
-    // The owner of a position: the innermost entity that is not a field.
-    let owner_of = |byte: usize| -> u32 {
-        let mut best = 0u32;
-        let mut best_len = usize::MAX;
-        for (i, &(s, e)) in spans.iter().enumerate() {
-            if s <= byte && byte < e && entities[i].kind != Kind::Field && e - s <= best_len {
-                best = i as u32;
-                best_len = e - s;
+    drop(chains);
+    // The owner of a position: the innermost entity that is not a field. One sweep over
+    // the positions in order with a stack of the open spans (tree nodes nest), so that a
+    // file with many entities and calls costs n log n, not n times m.
+    let non_field: Vec<(usize, usize, u32)> = spans
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| entities[*i].kind != Kind::Field)
+        .map(|(i, &(s, e))| (s, e, i as u32))
+        .collect();
+    let owners_of = |bytes: &[usize]| -> Vec<u32> {
+        let mut order: Vec<usize> = (0..bytes.len()).collect();
+        order.sort_by_key(|&i| bytes[i]);
+        let mut out = vec![0u32; bytes.len()];
+        let mut stack: Vec<(usize, u32)> = Vec::new();
+        let mut next = 0;
+        for qi in order {
+            let byte = bytes[qi];
+            while next < non_field.len() && non_field[next].0 <= byte {
+                let (s, e, i) = non_field[next];
+                while stack.last().is_some_and(|&(end, _)| end <= s) {
+                    stack.pop();
+                }
+                stack.push((e, i));
+                next += 1;
             }
+            while stack.last().is_some_and(|&(end, _)| end <= byte) {
+                stack.pop();
+            }
+            out[qi] = stack.last().map(|&(_, i)| i).unwrap_or(0);
         }
-        best
+        out
     };
 
+    let call_owners = owners_of(&raw_calls.iter().map(|c| c.0.start_byte()).collect::<Vec<_>>());
     let mut calls: Vec<Call> = raw_calls
         .into_iter()
-        .map(|(node, name, receiver, args, new, line)| Call {
-            owner: owner_of(node.start_byte()),
-            line,
-            name,
-            receiver,
-            args,
-            new,
-        })
+        .zip(call_owners)
+        .map(|((_, name, receiver, args, new, line), owner)| Call { owner, line, name, receiver, args, new })
         .collect();
     calls.sort_by(|a, b| (a.owner, a.line, &a.name, &a.receiver).cmp(&(b.owner, b.line, &b.name, &b.receiver)));
     calls.dedup();
@@ -602,9 +706,11 @@ fn build_facts(rel: &str, lang: Lang, src: &str, hash: String, tree: &tree_sitte
     imports.sort_by(|a, b| (a.line, &a.module, &a.name, &a.alias).cmp(&(b.line, &b.module, &b.name, &b.alias)));
     imports.dedup();
 
+    let var_owners = owners_of(&raw_vars.iter().map(|v| v.0.start_byte()).collect::<Vec<_>>());
     let mut vars: Vec<Var> = raw_vars
         .into_iter()
-        .map(|(n, name, ty)| Var { owner: owner_of(n.start_byte()), name, ty })
+        .zip(var_owners)
+        .map(|((_, name, ty), owner)| Var { owner, name, ty })
         .collect();
     vars.sort_by(|a, b| (a.owner, &a.name, &a.ty).cmp(&(b.owner, &b.name, &b.ty)));
     vars.dedup();
@@ -622,6 +728,7 @@ fn build_facts(rel: &str, lang: Lang, src: &str, hash: String, tree: &tree_sitte
         vars,
         default_export,
         syntax_errors: if root.has_error() { count_errors(root) } else { 0 },
+        truncated,
     }
 }
 
@@ -805,5 +912,17 @@ mod tests {
         assert!(e.reason.starts_with("not UTF-8"), "{}", e.reason);
         let e = x.extract_bytes("a.py", Lang::Python, b"\x00\x01\x02", String::new()).unwrap_err();
         assert!(e.reason.starts_with("binary"), "{}", e.reason);
+    }
+
+    #[test]
+    fn utf16_with_a_bom_is_decoded_and_broken_utf16_refused() {
+        let text = "def caf\u{e9}():\n    pass\n";
+        let le: Vec<u8> = [0xFF, 0xFE].into_iter().chain(text.encode_utf16().flat_map(|u| u.to_le_bytes())).collect();
+        let be: Vec<u8> = [0xFE, 0xFF].into_iter().chain(text.encode_utf16().flat_map(|u| u.to_be_bytes())).collect();
+        assert_eq!(decode_source(&le).unwrap(), text);
+        assert_eq!(decode_source(&be).unwrap(), text);
+        let e = decode_source(&[0xFF, 0xFE, 0x00, 0xD8, 0x41, 0x00]).unwrap_err();
+        assert!(e.starts_with("UTF-16LE that does not decode: unpaired surrogate 0xd800"), "{e}");
+        assert!(decode_source(&[0xFE, 0xFF, 0x00]).unwrap_err().starts_with("UTF-16BE with an odd number"));
     }
 }

@@ -3,6 +3,7 @@
 //! one implementation. Every transitive query is depth-bounded.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::time::{Duration, Instant};
 
 use cozo::{DataValue, NamedRows};
 use serde::Serialize;
@@ -185,91 +186,197 @@ pub fn resolve_entity(store: &Store, name: &str) -> Result<String, GraphError> {
     }
 }
 
+/// The most edges one walk collects: a dense call graph (300 functions each calling all
+/// the others) has 90,000 edges one call away.
+pub const MAX_WALK_EDGES: usize = 5_000;
+/// The most partial chains `paths` explores.
+pub const MAX_CHAIN_STEPS: usize = 100_000;
+/// The longest a walk or a chain search runs.
+pub const WALK_TIME: Duration = Duration::from_secs(10);
+
+/// The edges of a walk, and what was cut when a bound stopped it.
+#[derive(Debug, Clone, Default)]
+pub struct Walk {
+    pub edges: Vec<Edge>,
+    pub truncated: Option<String>,
+}
+
 /// Who calls `id`, transitively up to `depth` edges, with edges of at least `min_conf`.
 pub fn callers(store: &Store, id: &str, depth: usize, min_conf: f64) -> Result<Vec<Edge>, GraphError> {
-    walk(store, id, depth, min_conf, true)
+    Ok(walk(store, id, depth, min_conf, true)?.edges)
 }
 
 /// What `id` calls, transitively up to `depth` edges.
 pub fn callees(store: &Store, id: &str, depth: usize, min_conf: f64) -> Result<Vec<Edge>, GraphError> {
-    walk(store, id, depth, min_conf, false)
+    Ok(walk(store, id, depth, min_conf, false)?.edges)
 }
 
-fn walk(store: &Store, id: &str, depth: usize, min_conf: f64, up: bool) -> Result<Vec<Edge>, GraphError> {
+/// A breadth-first walk, one query per level from the entities first reached at the level
+/// before: an edge's depth is its near end's distance plus one. Bounded by
+/// [`MAX_WALK_EDGES`] and [`WALK_TIME`]: the nearest edges are kept, in order, and
+/// `truncated` says where the walk stopped.
+pub fn walk(store: &Store, id: &str, depth: usize, min_conf: f64, up: bool) -> Result<Walk, GraphError> {
+    walk_within(store, id, depth, min_conf, up, MAX_WALK_EDGES, WALK_TIME)
+}
+
+pub fn walk_within(
+    store: &Store,
+    id: &str,
+    depth: usize,
+    min_conf: f64,
+    up: bool,
+    max_edges: usize,
+    time: Duration,
+) -> Result<Walk, GraphError> {
     // `calls` is keyed by caller; `calls:by_callee` serves the upward walk.
     let script = if up {
-        "hop[caller, callee, line, how, c, d] := *calls:by_callee{callee: $id, caller, line}, callee = $id,
-             *calls{caller, callee, line, how, confidence: c}, c >= $min, d = 1
-         hop[caller, callee, line, how, c, d] := hop[callee, _, _, _, _, d0], d0 < $depth,
-             *calls:by_callee{callee, caller, line}, *calls{caller, callee, line, how, confidence: c}, c >= $min, d = d0 + 1
-         ?[caller, callee, line, how, c, min(d)] := hop[caller, callee, line, how, c, d]"
+        "?[caller, callee, line, how, c] := callee in $ids, *calls:by_callee{callee, caller, line},
+             *calls{caller, callee, line, how, confidence: c}, c >= $min"
     } else {
-        "hop[caller, callee, line, how, c, d] := *calls{caller: $id, callee, line, how, confidence: c}, caller = $id, c >= $min, d = 1
-         hop[caller, callee, line, how, c, d] := hop[_, caller, _, _, _, d0], d0 < $depth,
-             *calls{caller, callee, line, how, confidence: c}, c >= $min, d = d0 + 1
-         ?[caller, callee, line, how, c, min(d)] := hop[caller, callee, line, how, c, d]"
+        "?[caller, callee, line, how, c] := caller in $ids, *calls{caller, callee, line, how, confidence: c}, c >= $min"
     };
-    let r = store.query(
-        script,
-        params(&[
-            ("id", DataValue::from(id)),
-            ("depth", DataValue::from(depth.max(1) as i64)),
-            ("min", DataValue::from(min_conf)),
-        ]),
-    )?;
-    let mut edges: Vec<Edge> = r
-        .rows
-        .iter()
-        .map(|row| Edge {
-            caller: str_of(&row[0]),
-            callee: str_of(&row[1]),
-            line: int_of(&row[2]),
-            how: str_of(&row[3]),
-            confidence: float_of(&row[4]),
-            depth: int_of(&row[5]),
-        })
-        .collect();
-    edges.sort_by(|a, b| (a.depth, &a.caller, &a.callee, a.line).cmp(&(b.depth, &b.caller, &b.callee, b.line)));
-    Ok(edges)
+    let started = Instant::now();
+    let depth = depth.max(1);
+    let mut seen: BTreeSet<String> = BTreeSet::from([id.to_string()]);
+    let mut frontier: Vec<String> = vec![id.to_string()];
+    let mut out = Walk::default();
+    for level in 1..=depth {
+        if frontier.is_empty() {
+            break;
+        }
+        let left = time.saturating_sub(started.elapsed());
+        let stop = |out: &mut Walk, why: String| {
+            out.truncated = Some(format!("{why}: the {} nearest edges are shown; ask for a smaller depth or a higher min_confidence", out.edges.len()));
+        };
+        if left.is_zero() {
+            stop(&mut out, format!("stopped at depth {level} of {depth} after {} s", time.as_secs()));
+            break;
+        }
+        let ids = DataValue::List(frontier.iter().map(|i| DataValue::from(i.as_str())).collect());
+        let bounds = crate::store::bounded::QueryBounds { timeout: left, ..Default::default() };
+        let r = match store.query_bounded(script, params(&[("ids", ids), ("min", DataValue::from(min_conf))]), &bounds) {
+            Ok(r) => r,
+            Err(e) if started.elapsed() >= time => {
+                let _ = e;
+                stop(&mut out, format!("stopped at depth {level} of {depth} after {} s", time.as_secs()));
+                break;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let mut edges: Vec<Edge> = r
+            .rows
+            .iter()
+            .map(|row| Edge {
+                caller: str_of(&row[0]),
+                callee: str_of(&row[1]),
+                line: int_of(&row[2]),
+                how: str_of(&row[3]),
+                confidence: float_of(&row[4]),
+                depth: level as i64,
+            })
+            .collect();
+        edges.sort_by(|a, b| (&a.caller, &a.callee, a.line).cmp(&(&b.caller, &b.callee, b.line)));
+        let room = max_edges.saturating_sub(out.edges.len());
+        let cut = edges.len() > room;
+        edges.truncate(room);
+        let mut next = Vec::new();
+        for e in &edges {
+            let far = if up { &e.caller } else { &e.callee };
+            if seen.insert(far.clone()) {
+                next.push(far.clone());
+            }
+        }
+        out.edges.extend(edges);
+        if cut {
+            stop(&mut out, format!("stopped at {max_edges} edges, at depth {level} of {depth}"));
+            break;
+        }
+        frontier = next;
+    }
+    Ok(out)
 }
 
 /// Call chains from `from` to `to` of at most `max_depth` edges, shortest first, at most
 /// `limit` of them. Each chain is the list of edges along it.
 pub fn paths(store: &Store, from: &str, to: &str, max_depth: usize, min_conf: f64, limit: usize) -> Result<Vec<Vec<Edge>>, GraphError> {
-    let forward = callees(store, from, max_depth, min_conf)?;
+    Ok(paths_bounded(store, from, to, max_depth, min_conf, limit)?.0)
+}
+
+/// [`paths`], and what was cut when a bound stopped the search: the walk's bounds, then
+/// [`MAX_CHAIN_STEPS`] partial chains and [`WALK_TIME`] in all.
+pub fn paths_bounded(
+    store: &Store,
+    from: &str,
+    to: &str,
+    max_depth: usize,
+    min_conf: f64,
+    limit: usize,
+) -> Result<(Vec<Vec<Edge>>, Option<String>), GraphError> {
+    let started = Instant::now();
+    let forward = walk(store, from, max_depth, min_conf, false)?;
+    let mut truncated = forward.truncated.map(|t| format!("the walk from {from} {t}"));
     let mut out_edges: HashMap<&str, Vec<&Edge>> = HashMap::new();
-    for e in &forward {
+    for e in &forward.edges {
         out_edges.entry(e.caller.as_str()).or_default().push(e);
     }
-    // Breadth first over simple paths: shortest chains come out first.
+    // Breadth first over simple paths: shortest chains come out first. A chain is kept as
+    // its last edge and the index of the chain it extends, so a step costs one entry.
     let mut found = Vec::new();
-    let mut queue: VecDeque<Vec<&Edge>> = VecDeque::new();
+    let mut steps: Vec<(&Edge, usize, usize)> = Vec::new(); // (edge, parent step or MAX, length)
+    let mut queue: VecDeque<usize> = VecDeque::new();
     for e in out_edges.get(from).cloned().unwrap_or_default() {
-        queue.push_back(vec![e]);
+        steps.push((e, usize::MAX, 1));
+        queue.push_back(steps.len() - 1);
     }
-    let mut expanded = 0usize;
-    while let Some(path) = queue.pop_front() {
-        let last = path[path.len() - 1];
+    let chain_of = |steps: &Vec<(&Edge, usize, usize)>, mut i: usize| -> Vec<Edge> {
+        let mut v = Vec::new();
+        while i != usize::MAX {
+            v.push(steps[i].0.clone());
+            i = steps[i].1;
+        }
+        v.reverse();
+        v
+    };
+    while let Some(si) = queue.pop_front() {
+        let (last, _, len) = steps[si];
         if last.callee == to {
-            found.push(path.iter().enumerate().map(|(i, e)| Edge { depth: i as i64 + 1, ..(*e).clone() }).collect());
+            found.push(chain_of(&steps, si).into_iter().enumerate().map(|(i, e)| Edge { depth: i as i64 + 1, ..e }).collect());
             if found.len() >= limit {
                 break;
             }
             continue;
         }
-        expanded += 1;
-        if path.len() >= max_depth || expanded > 200_000 {
+        if len >= max_depth {
             continue;
         }
         for &next in out_edges.get(last.callee.as_str()).map(|v| v.as_slice()).unwrap_or(&[]) {
-            if next.callee != from && !path.iter().any(|e| e.caller == next.callee) {
-                let mut p = path.clone();
-                p.push(next);
-                queue.push_back(p);
+            if next.callee == from {
+                continue;
             }
+            // Simple paths only: the next callee is not on the chain already.
+            let mut i = si;
+            let mut on_chain = false;
+            while i != usize::MAX {
+                if steps[i].0.caller == next.callee {
+                    on_chain = true;
+                    break;
+                }
+                i = steps[i].1;
+            }
+            if on_chain {
+                continue;
+            }
+            if steps.len() >= MAX_CHAIN_STEPS || started.elapsed() > WALK_TIME {
+                truncated.get_or_insert_with(|| {
+                    format!("stopped after {} partial chains: longer chains were not all tried; ask for a smaller max_depth or a higher min_confidence", steps.len())
+                });
+                break;
+            }
+            steps.push((next, si, len + 1));
+            queue.push_back(steps.len() - 1);
         }
     }
-    Ok(found)
+    Ok((found, truncated))
 }
 
 /// A type with its bases (transitively), subclasses, methods, fields and overrides.

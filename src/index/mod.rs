@@ -105,6 +105,8 @@ pub struct Summary {
     pub edges_by_how: BTreeMap<String, usize>,
     pub files_with_syntax_errors: usize,
     pub skipped: Vec<Skip>,
+    /// Files kept in part: the entity budget was hit (the reason says where).
+    pub truncated: Vec<Skip>,
     pub rows_written: usize,
     pub threads: usize,
     pub seconds: f64,
@@ -123,13 +125,14 @@ impl Summary {
             _ => "full".to_string(),
         };
         format!(
-            "indexed {} files ({mode}), {} entities, {} edges ({}), {} skipped, {} with syntax errors, {:.2}s",
+            "indexed {} files ({mode}), {} entities, {} edges ({}), {} skipped, {} with syntax errors{}, {:.2}s",
             self.files,
             self.entities,
             self.edges,
             if how.is_empty() { "none".into() } else { how.join(", ") },
             self.skipped.len(),
             self.files_with_syntax_errors,
+            if self.truncated.is_empty() { String::new() } else { format!(", {} truncated", self.truncated.len()) },
             self.seconds
         )
     }
@@ -525,6 +528,11 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
         edges_by_how: counts.by_how.iter().map(|(k, v)| (k.clone(), (*v).max(0) as usize)).collect(),
         files_with_syntax_errors: new_facts.iter().filter(|f| f.syntax_errors > 0).count(),
         skipped,
+        truncated: new_facts
+            .iter()
+            .filter(|f| !f.truncated.is_empty())
+            .map(|f| Skip { path: f.path.clone(), reason: f.truncated.clone() })
+            .collect(),
         rows_written,
         threads,
         seconds: started.elapsed().as_secs_f64(),
@@ -620,7 +628,7 @@ fn rebuild_search(root: &Path, facts: &[FileFacts], digest: &str, threads: usize
     let docs: Vec<SearchDoc> = facts
         .par_iter()
         .flat_map_iter(|f| {
-            let text = crate::confine::read_regular(root, &root.join(&f.path)).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+            let text = crate::confine::read_regular(root, &root.join(&f.path)).ok().and_then(|b| crate::extract::decode_source(&b).ok().map(|t| t.into_owned())).unwrap_or_default();
             search::docs_for(f, &text)
         })
         .collect();
@@ -675,8 +683,8 @@ fn extract_or_reuse(
     // facts to compare against next time, and must not make every run look changed.
     let facts = ex.extract_bytes(&sf.rel, sf.lang, &bytes, hash)?;
     parsed.fetch_add(1, Ordering::Relaxed);
-    // extract_bytes checked the bytes are UTF-8.
-    let text = String::from_utf8_lossy(&bytes);
+    // extract_bytes checked the bytes decode (UTF-8, or UTF-16 with a BOM).
+    let text = crate::extract::decode_source(&bytes).unwrap_or_default();
     let docs = search::docs_for(&facts, &text);
     Ok(Got::Parsed(Box::new(facts), docs))
 }

@@ -26,9 +26,11 @@ pub const ENV_BASE_URL: &str = "OPENAI_BASE_URL";
 pub const ENV_MODEL: &str = "REPROAGENT_MODEL";
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 pub const DEFAULT_MODEL: &str = "gpt-4o-mini";
-pub const DEFAULT_TIMEOUT_SECS: u64 = 120;
+/// A server that accepts and never answers is given up on within this: one attempt's
+/// time, and the whole call's (the retry budget), are a minute by default.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 60;
 pub const DEFAULT_MAX_RETRIES: u32 = 5;
-pub const DEFAULT_RETRY_BUDGET_SECS: u64 = 300;
+pub const DEFAULT_RETRY_BUDGET_SECS: u64 = 60;
 
 /// An API key. Its `Debug` and `Display` print `***`, and it has no `Serialize`.
 #[derive(Clone, PartialEq, Eq)]
@@ -134,7 +136,8 @@ pub struct ModelConfig {
     pub timeout: Duration,
     /// Retries after the first attempt (so `max_retries + 1` attempts at most).
     pub max_retries: u32,
-    /// No retry starts once this much time has passed since the call began.
+    /// The call ends by this much time after it began: no retry starts past it, and an
+    /// attempt's timeout is cut to what is left of it.
     pub retry_budget: Duration,
     /// The first backoff; it doubles per retry, with jitter, up to `max_backoff`.
     pub backoff_base: Duration,

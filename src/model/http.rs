@@ -2,7 +2,8 @@
 //!
 //! Retries: 429 (after the server's `retry-after-ms` or `Retry-After` when it gives one,
 //! capped), 5xx, refused or dropped connections and timeouts, with exponential backoff
-//! and jitter, bounded by `max_retries` and by the total `retry_budget`. The jitter is
+//! and jitter, bounded by `max_retries` and by the total `retry_budget`, which also cuts
+//! an attempt's timeout: with the defaults, a server that never answers costs a minute. The jitter is
 //! drawn from the seed when one is configured, so a seeded run waits the same way twice.
 //! Nothing else is retried: a refused key, a missing model, a refused request or a body
 //! that is not a chat completion ends the call at once with its own error.
@@ -75,8 +76,8 @@ impl HttpModel {
     }
 
     /// One HTTP attempt: the body of a 200, a fault to retry, or an error that ends the call.
-    fn attempt(&self, body: &str) -> Result<String, Result<Fault, ModelError>> {
-        let mut r = self.agent.post(&self.url).set("Content-Type", "application/json");
+    fn attempt(&self, body: &str, timeout: Duration) -> Result<String, Result<Fault, ModelError>> {
+        let mut r = self.agent.post(&self.url).set("Content-Type", "application/json").timeout(timeout);
         if let Some(key) = &self.config.api_key {
             r = r.set("Authorization", &format!("Bearer {}", key.expose()));
         }
@@ -154,7 +155,10 @@ impl ChatModel for HttpModel {
         let mut waited = Duration::ZERO;
         loop {
             attempts += 1;
-            let fault = match self.attempt(&body) {
+            // The retry budget bounds the whole call: a server that never answers is given up
+            // on when it runs out, not a full timeout later.
+            let left = self.config.retry_budget.saturating_sub(start.elapsed()).max(Duration::from_millis(100));
+            let fault = match self.attempt(&body, self.config.timeout.min(left)) {
                 Ok(text) => {
                     let mut resp = parse_completion(&text, &self.config.model)?;
                     resp.usage.cost_usd = self

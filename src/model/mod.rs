@@ -303,7 +303,7 @@ impl ModelError {
                 "check the base URL (--base-url, OPENAI_BASE_URL or [model] base_url in reproagent.toml) and that the server runs".into()
             }
             ModelError::Connection { .. } => "the server or a proxy closes connections; check its logs, or retry later".into(),
-            ModelError::Timeout { .. } => "raise [model] timeout_secs in reproagent.toml, or lower max_tokens".into(),
+            ModelError::Timeout { .. } => "raise [model] timeout_secs and retry_budget_secs in reproagent.toml (60 s each by default), or lower max_tokens".into(),
             ModelError::Auth { key_env, key_set: false, .. } => format!("no key was sent: set {key_env} to the endpoint's API key"),
             ModelError::Auth { key_env, .. } => format!("the key in {key_env} was refused: check it belongs to this endpoint"),
             ModelError::NotFound { .. } => {

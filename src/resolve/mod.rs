@@ -170,8 +170,9 @@ pub fn test_reach<E>(
 /// Everything resolution looks things up in, built once from all files.
 pub struct World<'a> {
     pub files: Vec<&'a FileFacts>,
-    /// Per file, per entity: the indices of its children.
-    children: Vec<Vec<Vec<u32>>>,
+    /// (parent, name) => its children of that name, in source order: a lookup by name
+    /// does not scan the siblings (a file with 100k entities made that quadratic).
+    child_index: HashMap<(ERef, &'a str), Vec<u32>>,
     by_path: HashMap<&'a str, u32>,
     /// Python module name => file.
     py_modules: HashMap<String, u32>,
@@ -208,11 +209,10 @@ impl<'a> World<'a> {
     /// The same over borrowed facts (sorted by path): an incremental run's old world is
     /// mostly the new one's unchanged files.
     pub fn of(files: Vec<&'a FileFacts>) -> World<'a> {
-        let n = files.len();
         let list = files.clone();
         let mut w = World {
             files,
-            children: Vec::with_capacity(n),
+            child_index: HashMap::new(),
             by_path: HashMap::new(),
             py_modules: HashMap::new(),
             java_types: HashMap::new(),
@@ -223,10 +223,9 @@ impl<'a> World<'a> {
         for (fi, &f) in list.iter().enumerate() {
             let fi = fi as u32;
             w.by_path.insert(f.path.as_str(), fi);
-            let mut ch = vec![Vec::new(); f.entities.len()];
             for (ei, e) in f.entities.iter().enumerate() {
                 if let Some(p) = e.parent {
-                    ch[p as usize].push(ei as u32);
+                    w.child_index.entry(((fi, p), e.name.as_str())).or_default().push(ei as u32);
                 }
                 let key = (f.lang, e.name.as_str());
                 match e.kind {
@@ -237,7 +236,6 @@ impl<'a> World<'a> {
                     _ => {}
                 }
             }
-            w.children.push(ch);
             match f.lang {
                 Lang::Python => python::register_module(&mut w.py_modules, &f.path, fi),
                 Lang::Java => java::register_types(&mut w.java_types, f, fi),
@@ -267,10 +265,6 @@ impl<'a> World<'a> {
         &self.files[r.0 as usize].entities[r.1 as usize]
     }
 
-    pub(crate) fn children(&self, r: ERef) -> &[u32] {
-        &self.children[r.0 as usize][r.1 as usize]
-    }
-
     pub(crate) fn id(&self, r: ERef) -> &'a str {
         &self.entity(r).id
     }
@@ -281,12 +275,10 @@ impl<'a> World<'a> {
 
     /// Children of `r` named `name` whose kind passes `keep`, in source order.
     pub(crate) fn child_named(&self, r: ERef, name: &str, keep: impl Fn(Kind) -> bool) -> Vec<ERef> {
-        self.children(r)
+        let Some(found) = self.child_index.get(&(r, name)) else { return Vec::new() };
+        found
             .iter()
-            .filter(|&&c| {
-                let e = &self.files[r.0 as usize].entities[c as usize];
-                e.name == name && keep(e.kind)
-            })
+            .filter(|&&c| keep(self.files[r.0 as usize].entities[c as usize].kind))
             .map(|&c| (r.0, c))
             .collect()
     }

@@ -173,9 +173,25 @@ pub fn docs_for(facts: &FileFacts, text: &str) -> Vec<SearchDoc> {
         start_line: 1,
         end_line: facts.lines.max(1) as u64,
     });
+    // The bodies of one file's entities, in all: eight times the file. Bodies overlap as
+    // entities nest (a class holds its methods), a few times over in real code; 5,000
+    // nested functions would otherwise put the file in the index 5,000 times over. Past
+    // it, entities are found by name, signature and doc, not body.
+    let mut body_budget = text.len().saturating_mul(8).saturating_add(MAX_BODY_BYTES);
     for e in facts.entities.iter().filter(|e| e.kind != Kind::Module) {
         let (s, t) = ((e.start_line as usize).saturating_sub(1), (e.end_line as usize).min(lines.len()));
-        let body = if s < t { lines[s..t].join("\n") } else { String::new() };
+        // Joined only up to the cut: a deeply nested entity spans most of the file, and
+        // joining every entity's whole span was quadratic.
+        let mut body = String::new();
+        for (i, l) in lines.iter().enumerate().take(t).skip(s) {
+            if body.len() > MAX_BODY_BYTES.min(body_budget) {
+                break;
+            }
+            if i > s {
+                body.push('\n');
+            }
+            body.push_str(l);
+        }
         out.push(SearchDoc {
             id: e.id.clone(),
             kind: e.kind.as_str().into(),
@@ -184,7 +200,11 @@ pub fn docs_for(facts: &FileFacts, text: &str) -> Vec<SearchDoc> {
             qname: e.qname.clone(),
             signature: e.signature.clone(),
             doc: e.doc.clone(),
-            body: cut(&body, MAX_BODY_BYTES).to_string(),
+            body: {
+                let b = cut(&body, MAX_BODY_BYTES.min(body_budget)).to_string();
+                body_budget -= b.len();
+                b
+            },
             start_line: e.start_line as u64,
             end_line: e.end_line as u64,
         });
@@ -242,6 +262,52 @@ fn prepare_query(q: &str) -> String {
     }
 }
 
+/// A query reads at most this many bytes...
+pub const MAX_QUERY_BYTES: usize = 4096;
+/// ...searches at most this many distinct words...
+pub const MAX_QUERY_WORDS: usize = 64;
+/// ...each at most this long (a longer one is left out: no identifier is that long).
+pub const MAX_WORD_BYTES: usize = 64;
+
+/// The words a query searches, in order, and a note saying what was left out when the
+/// query was over the bounds (each word costs a query clause over five fields).
+pub fn query_words(query: &str) -> (Vec<String>, Option<String>) {
+    let mut cut: Vec<String> = Vec::new();
+    let text = if query.len() > MAX_QUERY_BYTES {
+        let mut end = MAX_QUERY_BYTES;
+        while !query.is_char_boundary(end) {
+            end -= 1;
+        }
+        cut.push(format!("read the first {MAX_QUERY_BYTES} of its {} bytes", query.len()));
+        &query[..end]
+    } else {
+        query
+    };
+    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut words: Vec<String> = Vec::new();
+    let (mut long, mut more) = (0usize, false);
+    tokenizer::split(&prepare_query(text), &mut |_, _, t| {
+        if t.len() > MAX_WORD_BYTES {
+            long += 1;
+        } else if !seen.contains(&t) {
+            if words.len() < MAX_QUERY_WORDS {
+                seen.insert(t.clone());
+                words.push(t);
+            } else {
+                more = true;
+            }
+        }
+    });
+    if more {
+        cut.push(format!("searched its first {MAX_QUERY_WORDS} distinct words"));
+    }
+    if long > 0 {
+        cut.push(format!("left out {long} word{} over {MAX_WORD_BYTES} bytes", if long == 1 { "" } else { "s" }));
+    }
+    let note = (!cut.is_empty()).then(|| format!("the query was cut: {}", cut.join(", ")));
+    (words, note)
+}
+
 impl SearchIndex {
     /// Open the keyword index of a repository.
     pub fn open(root: &Path) -> Result<SearchIndex, SearchError> {
@@ -277,13 +343,14 @@ impl SearchIndex {
     /// keeps paths matching a glob.
     pub fn search(&self, query: &str, kind: Option<&str>, path_glob: Option<&str>, limit: usize) -> Result<Vec<SearchHit>, SearchError> {
         let f = self.fields;
-        let q = self.text_query(query);
+        let (words, _) = query_words(query);
+        let q = self.text_query(&words);
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, q)];
         if let Some(k) = kind {
             let t = Term::from_field_text(f.kind, k);
             clauses.push((Occur::Must, Box::new(TermQuery::new(t, IndexRecordOption::Basic))));
         }
-        let terms = tokenizer::query_terms(query);
+        let terms = tokenizer::query_terms(&words);
         let query = BooleanQuery::new(clauses);
         let glob = match path_glob {
             Some(g) => Some(
@@ -321,16 +388,11 @@ impl SearchIndex {
     /// Each query token scores by the field it matches best (plus a little for the
     /// others), summed over tokens: a document matching many of the words beats one
     /// matching one word in every field. Code and error messages are full of `:`, `(` and
-    /// quotes, so no query syntax is read: the text is tokenized like the documents.
-    fn text_query(&self, query: &str) -> Box<dyn Query> {
+    /// quotes, so no query syntax is read: the text is tokenized like the documents, and
+    /// bounded by [`query_words`].
+    fn text_query(&self, tokens: &[String]) -> Box<dyn Query> {
         let f = self.fields;
         let fields = [f.name, f.qname, f.summary, f.path_text, f.body];
-        let mut tokens: Vec<String> = Vec::new();
-        tokenizer::split(&prepare_query(query), &mut |_, _, t| {
-            if !tokens.contains(&t) {
-                tokens.push(t);
-            }
-        });
         let per_token: Vec<(Occur, Box<dyn Query>)> = tokens
             .iter()
             .map(|t| {
@@ -352,7 +414,7 @@ impl SearchIndex {
     fn snippet(&self, path: &str, start: i64, end: i64, signature: &str, doc: &str, terms: &[String]) -> String {
         // Through the confinement rule: a file swapped for a symlink out since `index` is not read.
         let canon = self.root.canonicalize().unwrap_or_else(|_| self.root.clone());
-        let read = crate::confine::read_regular(&canon, &canon.join(path)).ok().and_then(|b| String::from_utf8(b).ok());
+        let read = crate::confine::read_regular(&canon, &canon.join(path)).ok().and_then(|b| crate::extract::decode_source(&b).ok().map(|t| t.into_owned()));
         if let Some(text) = read {
             for (i, line) in text.lines().enumerate().skip((start.max(1) - 1) as usize).take((end - start + 1).max(1) as usize) {
                 let low = line.to_lowercase();

@@ -137,13 +137,9 @@ fn word_parts(word: &str) -> Vec<(usize, usize)> {
 }
 
 /// The distinct lowercased tokens of a query, longest first (for snippet lines).
-pub(crate) fn query_terms(query: &str) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    split(query, &mut |_, _, t| {
-        if t.len() > 2 && !out.contains(&t) {
-            out.push(t);
-        }
-    });
+/// Snippet terms: the query's words longer than two letters, longest first.
+pub(crate) fn query_terms(words: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = words.iter().filter(|t| t.len() > 2).cloned().collect();
     out.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
     out
 }

@@ -13,14 +13,15 @@ use std::path::{Path, PathBuf};
 use cozo::{DataValue, DbInstance, NamedRows, ScriptMutability};
 use thiserror::Error;
 
+pub mod bounded;
 pub mod text;
 
 use crate::extract::FileFacts;
 use crate::resolve::Rows;
 
 /// Bump when the stored relations, their meaning, the resolver's output or the keyword
-/// index's schema change. 2: the keyword index.
-pub const FORMAT_VERSION: u32 = 3;
+/// index's schema change. 2: the keyword index. 4: bounded ids, facts say when truncated.
+pub const FORMAT_VERSION: u32 = 4;
 
 /// The engine. Only [`open`] and [`create_fresh`] name it: past one machine, Cozo's
 /// RocksDB or TiKV storage slots in here.

@@ -213,14 +213,21 @@ fn walk(ctx: &ToolContext, a: WalkArgs, up: bool) -> Result<WalkOutput, ToolErro
     let id = g::resolve_entity(&store, &a.name)?;
     let depth = a.depth.clamp(1, MAX_WALK_DEPTH);
     let min = a.min_confidence.clamp(0.0, 1.0);
-    let edges = if up { g::callers(&store, &id, depth, min)? } else { g::callees(&store, &id, depth, min)? };
-    let (edges, page) = page(edges, a.offset, a.limit.clamp(1, 500), "edges");
+    let walk = g::walk(&store, &id, depth, min, up)?;
+    let (edges, mut page) = page(walk.edges, a.offset, a.limit.clamp(1, 500), "edges");
+    if let Some(cut) = walk.truncated {
+        page.truncated = true;
+        page.note = Some(match page.note {
+            Some(n) => format!("{cut}; {n}"),
+            None => cut,
+        });
+    }
     Ok(WalkOutput { entity: id, depth, edges, page })
 }
 
 impl TypedTool for Callers {
     const NAME: &'static str = "callers";
-    const DESCRIPTION: &'static str = "Who calls an entity, transitively up to `depth` calls (at most 5): call edges with line, how each was resolved (local, import, self, inherited, or a bare-name guess) and its confidence. Bounded: 100 edges by default, with offset for more.";
+    const DESCRIPTION: &'static str = "Who calls an entity, transitively up to `depth` calls (at most 5): call edges with line, how each was resolved (local, import, self, inherited, or a bare-name guess) and its confidence. Bounded: 100 edges by default, with offset for more; a walk stops at 5,000 edges or 10 s and says so (truncated, note).";
     type Args = WalkArgs;
     type Output = WalkOutput;
 
@@ -231,7 +238,7 @@ impl TypedTool for Callers {
 
 impl TypedTool for Callees {
     const NAME: &'static str = "callees";
-    const DESCRIPTION: &'static str = "What an entity calls, transitively up to `depth` calls (at most 5): call edges with line, how each was resolved and its confidence. Calls to code outside the repository are not edges. Bounded: 100 edges by default, with offset for more.";
+    const DESCRIPTION: &'static str = "What an entity calls, transitively up to `depth` calls (at most 5): call edges with line, how each was resolved and its confidence. Calls to code outside the repository are not edges. Bounded: 100 edges by default, with offset for more; a walk stops at 5,000 edges or 10 s and says so (truncated, note).";
     type Args = WalkArgs;
     type Output = WalkOutput;
 
@@ -281,7 +288,7 @@ pub struct CallChainOutput {
 
 impl TypedTool for CallChain {
     const NAME: &'static str = "call_chain";
-    const DESCRIPTION: &'static str = "Call chains from one entity to another, shortest first: each chain is its list of call edges (with line, how and confidence). Bounded: chains of at most `max_depth` calls (default 5, at most 8), at most `limit` chains (default 10).";
+    const DESCRIPTION: &'static str = "Call chains from one entity to another, shortest first: each chain is its list of call edges (with line, how and confidence). Bounded: chains of at most `max_depth` calls (default 5, at most 8), at most `limit` chains (default 10); the search stops after 100,000 partial chains or 10 s and says so (truncated, note).";
     type Args = CallChainArgs;
     type Output = CallChainOutput;
 
@@ -292,10 +299,13 @@ impl TypedTool for CallChain {
         let depth = a.max_depth.clamp(1, 8);
         let limit = a.limit.clamp(1, 50);
         let min = a.min_confidence.clamp(0.0, 1.0);
-        let mut chains = g::paths(&store, &from, &to, depth, min, limit + 1)?;
-        let truncated = chains.len() > limit;
+        let (mut chains, cut) = g::paths_bounded(&store, &from, &to, depth, min, limit + 1)?;
+        let more = chains.len() > limit;
         chains.truncate(limit);
-        let note = if truncated {
+        let truncated = more || cut.is_some();
+        let note = if let Some(cut) = cut {
+            Some(format!("{cut}; {} chains found", chains.len()))
+        } else if more {
             Some(format!("showing the {limit} shortest chains; pass a larger limit (at most 50) for more"))
         } else if chains.is_empty() {
             Some(format!("no chain of at most {depth} calls from {from} to {to}; try a larger max_depth, or callers of {to}"))

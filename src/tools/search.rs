@@ -65,10 +65,11 @@ impl TypedTool for SearchCode {
         let mut hits = index.search(&a.query, a.kind.as_deref(), a.path_glob.as_deref(), a.offset + limit + 1)?;
         let more = hits.len() > a.offset + limit;
         let hits: Vec<SearchHit> = hits.drain(..).skip(a.offset).take(limit).collect();
+        let (_, cut) = crate::search::query_words(&a.query);
         let (note, nearest) = if more {
             (Some(format!("showing hits {}-{}; pass offset={} for more", a.offset + 1, a.offset + hits.len(), a.offset + hits.len())), Vec::new())
         } else if hits.is_empty() && a.offset == 0 {
-            let nearest = g::nearest(&store, a.query.trim(), 5)?;
+            let nearest = g::nearest(&store, crate::extract::truncate(a.query.trim().to_string(), 200).as_str(), 5)?;
             let note = if nearest.is_empty() {
                 format!("no hit for '{}' and no entity has a close name; try grep, or other words", a.query)
             } else {
@@ -78,6 +79,12 @@ impl TypedTool for SearchCode {
         } else {
             (None, Vec::new())
         };
-        Ok(SearchCodeOutput { query: a.query, hits, offset: a.offset, truncated: more, note, nearest })
+        // A cut query says so first; the echoed query is cut too.
+        let note = match (cut, note) {
+            (Some(c), Some(n)) => Some(format!("{c}; {n}")),
+            (c, n) => c.or(n),
+        };
+        let query = if a.query.len() > 200 { format!("{}...", crate::extract::truncate(a.query, 200)) } else { a.query };
+        Ok(SearchCodeOutput { query, hits, offset: a.offset, truncated: more, note, nearest })
     }
 }

@@ -123,7 +123,7 @@ fn bad_input_is_reported_and_skipped() {
     let mut opts = Options::new(root);
     opts.threads = Some(2);
     // The slow file is well under the size limit but takes longer than 1 ms to parse.
-    opts.limits = Limits { max_bytes: 2 * 1024 * 1024, max_parse_time: Duration::from_millis(1) };
+    opts.limits = Limits { max_bytes: 2 * 1024 * 1024, max_parse_time: Duration::from_millis(1), ..Limits::default() };
     let s = index::run(&opts).unwrap();
     let reason = |path: &str| -> String {
         s.skipped.iter().find(|k| k.path == path).map(|k| k.reason.clone()).unwrap_or_else(|| panic!("{path} not reported: {:#?}", s.skipped))

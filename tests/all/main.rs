@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_mine;
+mod bounds;
 mod cli;
 mod common;
 mod confine;
