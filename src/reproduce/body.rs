@@ -642,7 +642,7 @@ pub fn final_assertion(code: &str, values: &ProseValues) -> Option<String> {
     out.push_str(&format!("_value = {expr}\n"));
     match (observed, expected) {
         (Some(o), _) => out.push_str(&format!(
-            "assert {norm} != \"\".join({}.split()), \"still \" + repr(_value) + \", as the issue reports\"\n",
+            "assert {norm} != \"\".join({}.split()), \"still \" + repr(_value)\n",
             text_of(o)
         )),
         (None, Some(e)) => out.push_str(&format!(
