@@ -82,6 +82,11 @@ fn run_request(args: &ReproduceArgs) -> anyhow::Result<i32> {
     if !args.repo.is_dir() {
         return Err(super::with_hint(format!("{} is not a directory", args.repo.display()), Some("pass the repository root with -C")));
     }
+    // Both modes start from the index: without one, stop before anything is said or made.
+    let db = crate::store::db_path(&args.repo);
+    if !db.is_file() {
+        return Err(super::with_hint(format!("no index at {}", db.display()), Some("run `reproagent index` in the repository first")));
+    }
     // Once per run, said before it starts; a bad --python stops here.
     let environment = args.env.resolve(&args.repo)?;
     let req = Request {
