@@ -142,3 +142,21 @@ pub fn wait_for_sandbox_file_in(tmp: &Path, pid: u32, rel: &str, secs: u64) -> P
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+/// A key-free request in the local sandbox with the defaults the tests share (120 s a run,
+/// no write, no resume, the environment resolved by the run); vary a field with
+/// `Request { timeout_secs: 300, ..keyfree_request(...) }`.
+pub fn keyfree_request(root: &Path, issue_file: &Path, issue_text: &str) -> reproagent::reproduce::keyfree::Request {
+    reproagent::reproduce::keyfree::Request {
+        root: root.to_path_buf(),
+        issue_file: issue_file.to_path_buf(),
+        issue_text: issue_text.to_string(),
+        sandbox: reproagent::sandbox::Choice::Local,
+        image: None,
+        write: false,
+        timeout_secs: 120,
+        resume: None,
+        env: Default::default(),
+        environment: None,
+    }
+}

@@ -177,18 +177,7 @@ fn a_generated_test_collects_nothing_but_itself() {
         "# add subtracts\n\n`calc.ops.add` returns the difference:\n\n```python\nfrom calc import *\nassert add(1, 2) == 3\n```\n",
     )
     .unwrap();
-    let o = keyfree::run(&keyfree::Request {
-        root: dir.path().to_path_buf(),
-        issue_file: issue.clone(),
-        issue_text: std::fs::read_to_string(&issue).unwrap(),
-        sandbox: Choice::Local,
-        image: None,
-        write: false,
-        timeout_secs: 120,
-        resume: None,
-        env: Default::default(),
-        environment: None,
-    })
+    let o = keyfree::run(&keyfree_request(dir.path(), &issue, &std::fs::read_to_string(&issue).unwrap()))
     .unwrap();
     assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
     let path = o.test_path.clone().unwrap();
@@ -278,18 +267,7 @@ fn a_key_free_test_runs_through_djangos_runtests_by_label() {
          ValueError: Not a string literal: ''\n```\n",
     )
     .unwrap();
-    let o = keyfree::run(&keyfree::Request {
-        root: root.to_path_buf(),
-        issue_file: issue.clone(),
-        issue_text: std::fs::read_to_string(&issue).unwrap(),
-        sandbox: Choice::Local,
-        image: None,
-        write: false,
-        timeout_secs: 300,
-        resume: None,
-        env: Default::default(),
-        environment: None,
-    })
+    let o = keyfree::run(&keyfree::Request { timeout_secs: 300, ..keyfree_request(root, &issue, &std::fs::read_to_string(&issue).unwrap()) })
     .unwrap();
     let run_dir = Path::new(&o.run_dir);
     let generation = std::fs::read_to_string(run_dir.join("generation.json")).unwrap_or_default();

@@ -9,7 +9,6 @@ use std::path::Path;
 use reproagent::localize;
 use reproagent::reproduce::{keyfree, Outcome, Status};
 use reproagent::sandbox::runners::TestStatus;
-use reproagent::sandbox::Choice;
 use reproagent::search::SearchIndex;
 use reproagent::store;
 
@@ -28,18 +27,7 @@ fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
 
 fn keyfree_run(root: &Path, issue: &str) -> Outcome {
     index_with(root, 2, false);
-    keyfree::run(&keyfree::Request {
-        root: root.to_path_buf(),
-        issue_file: root.join("issue-42.md"),
-        issue_text: issue.to_string(),
-        sandbox: Choice::Local,
-        image: None,
-        write: false,
-        timeout_secs: 120,
-        resume: None,
-        env: Default::default(),
-        environment: None,
-    })
+    keyfree::run(&keyfree_request(root, &root.join("issue-42.md"), issue))
     .unwrap()
 }
 

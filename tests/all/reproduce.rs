@@ -14,18 +14,7 @@ use crate::common::*;
 fn reproduce_in(root: &Path, issue: &str, choice: Choice, image: Option<&str>, write: bool) -> Outcome {
     index_with(root, 2, false);
     let text = std::fs::read_to_string(issue).unwrap_or_else(|_| issue.to_string());
-    keyfree::run(&keyfree::Request {
-        root: root.to_path_buf(),
-        issue_file: Path::new(issue).to_path_buf(),
-        issue_text: text,
-        sandbox: choice,
-        image: image.map(str::to_string),
-        write,
-        timeout_secs: 120,
-        resume: None,
-        env: Default::default(),
-        environment: None,
-    })
+    keyfree::run(&keyfree::Request { sandbox: choice, image: image.map(str::to_string), write, ..keyfree_request(root, Path::new(issue), &text) })
     .unwrap()
 }
 
@@ -198,18 +187,7 @@ fn a_reproduce_with_no_index_leaves_no_run_dir() {
     let repo = copy_tree(&fixture("bugs/py-slug/repo"));
     let root = repo.path();
     let issue = fixture("bugs/py-slug/issue.md");
-    let req = keyfree::Request {
-        root: root.to_path_buf(),
-        issue_file: issue.clone(),
-        issue_text: std::fs::read_to_string(&issue).unwrap(),
-        sandbox: Choice::Local,
-        image: None,
-        write: false,
-        timeout_secs: 120,
-        resume: None,
-        env: Default::default(),
-        environment: None,
-    };
+    let req = keyfree_request(root, &issue, &std::fs::read_to_string(&issue).unwrap());
     let e = keyfree::run(&req).unwrap_err();
     assert!(e.to_string().contains("no index"), "{e}");
     assert!(!root.join(".reproagent").exists(), "a run with no index left .reproagent/");
