@@ -40,12 +40,7 @@ struct Corpus {
 }
 
 const CORPORA: &[Corpus] = &[
-    Corpus {
-        name: "django",
-        what: "Django 4.2.16, PyPI sdist",
-        touch: "django/db/models/query.py",
-        comment: "#",
-    },
+    Corpus { name: "django", what: "Django 4.2.16, PyPI sdist", touch: "django/db/models/query.py", comment: "#" },
     Corpus {
         name: "typescript",
         what: "TypeScript 4.8.4, Debian node-typescript 4.8.4+ds1-2",
@@ -204,11 +199,7 @@ fn child(c: &Corpus) -> anyhow::Result<CorpusResult> {
     let mut thread_counts = env_usize_list("REPROAGENT_BENCH_THREADS").unwrap_or_else(|| vec![cores, 1]);
     thread_counts.dedup();
     let default_limits = std::env::var("REPROAGENT_BENCH_DEFAULT_LIMITS").is_ok_and(|v| v == "1");
-    let limits = if default_limits {
-        Limits::default()
-    } else {
-        Limits { max_bytes: u64::MAX, ..Limits::default() }
-    };
+    let limits = if default_limits { Limits::default() } else { Limits { max_bytes: u64::MAX, ..Limits::default() } };
 
     let tmp = tempfile::Builder::new().prefix("reproagent-bench-").tempdir()?;
     let root = tmp.path().join(c.name);
@@ -508,13 +499,19 @@ fn all_runs(v: &[f64]) -> String {
 fn print_report(results: &[CorpusResult]) {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())))
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_string()))
+        })
         .unwrap_or_else(|| "unknown CPU".into());
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     println!();
     println!("## Index benchmark");
     println!();
-    println!("Machine: {cores} cores ({cpu}). Times: median of {} runs.", results[0].runs.first().map_or(0, |r| r.full_s.len()));
+    println!(
+        "Machine: {cores} cores ({cpu}). Times: median of {} runs.",
+        results[0].runs.first().map_or(0, |r| r.full_s.len())
+    );
     println!();
     println!("| corpus | files | lines | entities | edges | threads | parse-only s | full index s | full / parse | CPU-s parse / full (ratio) | peak RSS full MiB | index MiB |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
@@ -638,7 +635,10 @@ fn print_report(results: &[CorpusResult]) {
             *by_dir.entry(if dir.is_empty() { ".".into() } else { dir }).or_insert(0) += 1;
         }
         if by_dir.len() > 1 {
-            println!("- by directory: {}", by_dir.iter().map(|(d, n)| format!("`{d}/` {n}")).collect::<Vec<_>>().join(", "));
+            println!(
+                "- by directory: {}",
+                by_dir.iter().map(|(d, n)| format!("`{d}/` {n}")).collect::<Vec<_>>().join(", ")
+            );
         }
         let testish = |p: &str| p.split('/').rev().skip(1).any(|d| d.contains("test") || d == "baselines");
         let mut listed: Vec<&(String, String)> = r.syntax_error_paths.iter().collect();
@@ -650,7 +650,10 @@ fn print_report(results: &[CorpusResult]) {
             println!("- ... and {} more non-test files", r.syntax_error_paths.len() - shown);
         }
         if r.syntax_error_test_files > 0 {
-            println!("- test files, e.g.: {}", r.syntax_error_test_examples.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join(", "));
+            println!(
+                "- test files, e.g.: {}",
+                r.syntax_error_test_examples.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join(", ")
+            );
         }
     }
 }

@@ -105,7 +105,8 @@ fn main() {
     println!("| {} | {} | {} | {:.2} | {:.2} | {:.2}x |\n", s.files, s.entities, s.edges, p, f, f / p);
 
     let graph_db = store::db_path(root);
-    let source_bytes: u64 = index::walk(root, false).0.iter().map(|f| std::fs::metadata(&f.abs).map(|m| m.len()).unwrap_or(0)).sum();
+    let source_bytes: u64 =
+        index::walk(root, false).0.iter().map(|f| std::fs::metadata(&f.abs).map(|m| m.len()).unwrap_or(0)).sum();
     let graph_bytes = dir_size(&graph_db);
     let search_bytes = dir_size(&reproagent::search::search_dir(root));
     println!(
@@ -128,7 +129,9 @@ fn main() {
     let stride = (names.len() / 50).max(1);
     queries.extend(names.iter().step_by(stride).take(50).map(|r| r[1].clone()));
     let stride = (docs.len() / 50).max(1);
-    queries.extend(docs.iter().step_by(stride).take(50).map(|r| r[1].split_whitespace().take(4).collect::<Vec<_>>().join(" ")));
+    queries.extend(
+        docs.iter().step_by(stride).take(50).map(|r| r[1].split_whitespace().take(4).collect::<Vec<_>>().join(" ")),
+    );
     // Warm the searcher once, as a server would be.
     let _ = search.search("warm up", None, None, 10);
     let mut lat = Vec::new();
@@ -137,7 +140,11 @@ fn main() {
         let t = Instant::now();
         let hits = search.search(q, None, None, 10).unwrap();
         lat.push(t.elapsed());
-        if i < 50 && hits.first().is_some_and(|h| h.id.ends_with(&format!(":{q}")) || h.id.contains(&format!(".{q}")) || h.id.ends_with(q.as_str())) {
+        if i < 50
+            && hits.first().is_some_and(|h| {
+                h.id.ends_with(&format!(":{q}")) || h.id.contains(&format!(".{q}")) || h.id.ends_with(q.as_str())
+            })
+        {
             found_first += 1;
         }
     }
@@ -161,8 +168,18 @@ fn main() {
         let _ = graph::callees(&store, id, 1, 0.0).unwrap();
         down.push(t.elapsed());
     }
-    println!("| callers (depth 1) | {} | {:.2} | {:.2} |", up.len(), percentile(&mut up, 0.5), percentile(&mut up, 0.99));
-    println!("| callees (depth 1) | {} | {:.2} | {:.2} |", down.len(), percentile(&mut down, 0.5), percentile(&mut down, 0.99));
+    println!(
+        "| callers (depth 1) | {} | {:.2} | {:.2} |",
+        up.len(),
+        percentile(&mut up, 0.5),
+        percentile(&mut up, 0.99)
+    );
+    println!(
+        "| callees (depth 1) | {} | {:.2} | {:.2} |",
+        down.len(),
+        percentile(&mut down, 0.5),
+        percentile(&mut down, 0.99)
+    );
 
     // Pairs (a, b) with b exactly 5 calls from a along certain edges.
     let mut pairs: Vec<(String, String)> = Vec::new();
@@ -183,6 +200,14 @@ fn main() {
         chain.push(t.elapsed());
         found += usize::from(!paths.is_empty());
     }
-    println!("| call_chain (5 hops, certain edges) | {} | {:.2} | {:.2} |", chain.len(), percentile(&mut chain, 0.5), percentile(&mut chain, 0.99));
-    println!("\nName queries whose first hit is the entity named: {found_first}/50; call chains found: {found}/{}.", pairs.len());
+    println!(
+        "| call_chain (5 hops, certain edges) | {} | {:.2} | {:.2} |",
+        chain.len(),
+        percentile(&mut chain, 0.5),
+        percentile(&mut chain, 0.99)
+    );
+    println!(
+        "\nName queries whose first hit is the entity named: {found_first}/50; call chains found: {found}/{}.",
+        pairs.len()
+    );
 }

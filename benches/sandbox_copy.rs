@@ -24,7 +24,8 @@ use reproagent::sandbox::copy::{copy_tree, copy_tree_with, repo_entries, COPY_TH
 /// The old rule: everything but the root's `.reproagent/`.
 fn old_entries(root: &Path) -> Vec<PathBuf> {
     fn walk(root: &Path, rel: &Path, out: &mut Vec<PathBuf>) {
-        let mut names: Vec<_> = std::fs::read_dir(root.join(rel)).unwrap().filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
+        let mut names: Vec<_> =
+            std::fs::read_dir(root.join(rel)).unwrap().filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
         names.sort();
         for name in names {
             if rel.as_os_str().is_empty() && name == ".reproagent" {
@@ -107,18 +108,51 @@ fn main() {
     };
     let runs: usize = std::env::var("REPROAGENT_BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
     let tmp = std::env::temp_dir();
-    println!("corpus {} ({}), copies under {}, {runs} runs each, alternating", corpus.display(), if corpus.join(".git").exists() { "with .git" } else { "no .git" }, tmp.display());
+    println!(
+        "corpus {} ({}), copies under {}, {runs} runs each, alternating",
+        corpus.display(),
+        if corpus.join(".git").exists() { "with .git" } else { "no .git" },
+        tmp.display()
+    );
     let mut modes = vec![
-        Mode { name: "before", copy: |s, d| { let (f, b) = old_copy(s, d); (f, b, 0) }, wall: vec![], cpu: vec![], remove: vec![], files: 0, bytes: 0, cloned: 0 },
+        Mode {
+            name: "before",
+            copy: |s, d| {
+                let (f, b) = old_copy(s, d);
+                (f, b, 0)
+            },
+            wall: vec![],
+            cpu: vec![],
+            remove: vec![],
+            files: 0,
+            bytes: 0,
+            cloned: 0,
+        },
         Mode {
             name: "after, 1 thread",
-            copy: |s, d| { let st = copy_tree_with(s, d, 1).unwrap(); (st.files, st.bytes, st.reflinked) },
-            wall: vec![], cpu: vec![], remove: vec![], files: 0, bytes: 0, cloned: 0,
+            copy: |s, d| {
+                let st = copy_tree_with(s, d, 1).unwrap();
+                (st.files, st.bytes, st.reflinked)
+            },
+            wall: vec![],
+            cpu: vec![],
+            remove: vec![],
+            files: 0,
+            bytes: 0,
+            cloned: 0,
         },
         Mode {
             name: "after",
-            copy: |s, d| { let st = copy_tree(s, d).unwrap(); (st.files, st.bytes, st.reflinked) },
-            wall: vec![], cpu: vec![], remove: vec![], files: 0, bytes: 0, cloned: 0,
+            copy: |s, d| {
+                let st = copy_tree(s, d).unwrap();
+                (st.files, st.bytes, st.reflinked)
+            },
+            wall: vec![],
+            cpu: vec![],
+            remove: vec![],
+            files: 0,
+            bytes: 0,
+            cloned: 0,
         },
     ];
     for _ in 0..runs {
@@ -156,5 +190,9 @@ fn main() {
     let t = Instant::now();
     let new_tar = tar_of(&corpus, &repo_entries(&corpus).unwrap());
     let new_t = t.elapsed().as_secs_f64();
-    println!("\nDocker upload (tar built in memory): before {:.1} MB in {old_t:.2} s, after {:.1} MB in {new_t:.2} s", old_tar as f64 / 1e6, new_tar as f64 / 1e6);
+    println!(
+        "\nDocker upload (tar built in memory): before {:.1} MB in {old_t:.2} s, after {:.1} MB in {new_t:.2} s",
+        old_tar as f64 / 1e6,
+        new_tar as f64 / 1e6
+    );
 }

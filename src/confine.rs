@@ -141,15 +141,8 @@ impl std::error::Error for WriteError {}
 /// directories are made one by one; a directory component that is a symlink must resolve
 /// inside `root`; the file itself must not be a symlink (dangling or not) and is opened
 /// with `O_NOFOLLOW`. With `overwrite` false an existing file is refused.
-pub fn write_inside(
-    root: &Path,
-    rel: &str,
-    bytes: &[u8],
-    overwrite: bool,
-) -> Result<PathBuf, WriteError> {
-    let root_c = root
-        .canonicalize()
-        .map_err(|e| WriteError::Io(root.display().to_string(), e))?;
+pub fn write_inside(root: &Path, rel: &str, bytes: &[u8], overwrite: bool) -> Result<PathBuf, WriteError> {
+    let root_c = root.canonicalize().map_err(|e| WriteError::Io(root.display().to_string(), e))?;
     let given = Path::new(rel);
     let mut parts: Vec<&std::ffi::OsStr> = Vec::new();
     for c in given.components() {
@@ -171,15 +164,9 @@ pub fn write_inside(
                 _ => return Err(WriteError::Symlink(rel_of(&root_c, &next))),
             },
             Ok(m) if m.is_dir() => dir = next,
-            Ok(_) => {
-                return Err(WriteError::Io(
-                    rel_of(&root_c, &next),
-                    std::io::Error::other("not a directory"),
-                ))
-            }
+            Ok(_) => return Err(WriteError::Io(rel_of(&root_c, &next), std::io::Error::other("not a directory"))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::create_dir(&next)
-                    .map_err(|e| WriteError::Io(rel_of(&root_c, &next), e))?;
+                std::fs::create_dir(&next).map_err(|e| WriteError::Io(rel_of(&root_c, &next), e))?;
                 dir = next;
             }
             Err(e) => return Err(WriteError::Io(rel_of(&root_c, &next), e)),
@@ -190,18 +177,14 @@ pub fn write_inside(
         Ok(m) if m.file_type().is_symlink() => return Err(WriteError::Symlink(rel.to_string())),
         Ok(_) if !overwrite => return Err(WriteError::Exists(rel.to_string())),
         Ok(m) if !m.is_file() => {
-            return Err(WriteError::Io(
-                rel.to_string(),
-                std::io::Error::other("not a regular file"),
-            ))
+            return Err(WriteError::Io(rel.to_string(), std::io::Error::other("not a regular file")))
         }
         _ => {}
     }
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let mut opts = std::fs::OpenOptions::new();
-    opts.write(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    opts.write(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
     if overwrite {
         opts.create(true).truncate(true);
     } else {
@@ -212,18 +195,14 @@ pub fn write_inside(
         _ if e.kind() == std::io::ErrorKind::AlreadyExists => WriteError::Exists(rel.to_string()),
         _ => WriteError::Io(rel.to_string(), e),
     })?;
-    f.write_all(bytes)
-        .map_err(|e| WriteError::Io(rel.to_string(), e))?;
+    f.write_all(bytes).map_err(|e| WriteError::Io(rel.to_string(), e))?;
     Ok(dest)
 }
 
 /// `abs` relative to `root`, with `/` separators.
 fn rel_of(root: &Path, abs: &Path) -> String {
     let r = abs.strip_prefix(root).unwrap_or(abs);
-    r.components()
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect::<Vec<_>>()
-        .join("/")
+    r.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect::<Vec<_>>().join("/")
 }
 
 /// `root/rel` as text, read through [`read_regular`] (so never through a symlink out of

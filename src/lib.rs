@@ -17,7 +17,7 @@ pub mod mcp;
 pub mod model;
 pub mod reproduce;
 pub mod resolve;
-pub mod store;
 pub mod sandbox;
 pub mod search;
+pub mod store;
 pub mod tools;

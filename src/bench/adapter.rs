@@ -83,7 +83,9 @@ impl ChatModel for Metered<'_> {
 
 /// Index the checkout (graph and keyword index), as `reproagent index` would.
 fn index(repo: &Path) -> Result<(), String> {
-    crate::index::run(&crate::index::Options::new(repo)).map(|_| ()).map_err(|e| format!("indexing the checkout failed: {e}"))
+    crate::index::run(&crate::index::Options::new(repo))
+        .map(|_| ())
+        .map_err(|e| format!("indexing the checkout failed: {e}"))
 }
 
 /// Write the issue beside the case's artifacts, for the reproducers that read a file.
@@ -104,7 +106,13 @@ fn keep_run(ws: &Workspace, run_dir: &str) {
 fn from_outcome(o: &reproduce::Outcome) -> Result<Candidate, String> {
     let claimed = Some(o.status.as_str().to_string());
     match (&o.test_path, &o.test_code, o.status) {
-        (Some(p), Some(c), _) => Ok(Candidate { files: vec![(p.clone(), c.clone())], patch: None, claimed, reason: Some(o.reason.clone()), only: Vec::new() }),
+        (Some(p), Some(c), _) => Ok(Candidate {
+            files: vec![(p.clone(), c.clone())],
+            patch: None,
+            claimed,
+            reason: Some(o.reason.clone()),
+            only: Vec::new(),
+        }),
         (_, _, Status::Error) => Err(format!("reproduce ended in error: {}", o.reason)),
         _ => Ok(Candidate { claimed, reason: Some(o.reason.clone()), ..Candidate::default() }),
     }
@@ -183,8 +191,14 @@ impl Adapter for Gold {
         AdapterInfo { name: "gold".into(), ..AdapterInfo::default() }
     }
     fn produce(&self, ws: &Workspace) -> Result<Candidate, String> {
-        let patch = ws.case.gold_test_patch_text().map_err(|e| e.to_string())?.ok_or("the case has no gold_test_patch")?;
-        Ok(Candidate { patch: Some(patch), claimed: Some("gold".into()), only: ws.case.fail_to_pass.clone(), ..Candidate::default() })
+        let patch =
+            ws.case.gold_test_patch_text().map_err(|e| e.to_string())?.ok_or("the case has no gold_test_patch")?;
+        Ok(Candidate {
+            patch: Some(patch),
+            claimed: Some("gold".into()),
+            only: ws.case.fail_to_pass.clone(),
+            ..Candidate::default()
+        })
     }
 }
 
@@ -263,12 +277,16 @@ impl Adapter for ZeroShot {
             conv.test_dir
         );
         let req = ChatRequest::new(vec![Message::system(ZERO_SHOT_PROMPT), Message::user(user)]);
-        let _ = std::fs::write(ws.out.join("zero_shot_request.json"), serde_json::to_vec_pretty(&req).unwrap_or_default());
+        let _ =
+            std::fs::write(ws.out.join("zero_shot_request.json"), serde_json::to_vec_pretty(&req).unwrap_or_default());
         let resp = model.chat(&req).map_err(|e| format!("the model call failed: {e}"))?;
         let text = resp.message.content.clone().unwrap_or_default();
         let _ = std::fs::write(ws.out.join("zero_shot_answer.md"), &text);
         let (path, code) = parse_test_answer(&text).ok_or_else(|| {
-            format!("the answer holds no `PATH: ...` line followed by a fenced code block: {}", super::score::one_line(&text))
+            format!(
+                "the answer holds no `PATH: ...` line followed by a fenced code block: {}",
+                super::score::one_line(&text)
+            )
         })?;
         Ok(Candidate { files: vec![(path, code)], claimed: None, reason: None, ..Candidate::default() })
     }
@@ -303,8 +321,18 @@ fn bm25_context(repo: &Path, issue: &str, hits: usize) -> Result<String, String>
         seen.push((h.path.clone(), h.start_line));
         let text = crate::confine::read_text(repo, &h.path).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
-        let (s, e) = ((h.start_line.max(1) - 1) as usize, (h.end_line.max(h.start_line) as usize).min(lines.len()).min(h.start_line.max(1) as usize + 80));
-        out.push_str(&format!("`{}` lines {}-{} ({}):\n\n```\n{}\n```\n\n", h.path, s + 1, e, h.id, lines.get(s..e).unwrap_or(&[]).join("\n")));
+        let (s, e) = (
+            (h.start_line.max(1) - 1) as usize,
+            (h.end_line.max(h.start_line) as usize).min(lines.len()).min(h.start_line.max(1) as usize + 80),
+        );
+        out.push_str(&format!(
+            "`{}` lines {}-{} ({}):\n\n```\n{}\n```\n\n",
+            h.path,
+            s + 1,
+            e,
+            h.id,
+            lines.get(s..e).unwrap_or(&[]).join("\n")
+        ));
     }
     if out.is_empty() {
         out.push_str("(the keyword index found nothing for the issue's words)\n");
@@ -387,7 +415,11 @@ impl Adapter for External {
                     // SAFETY: kill(2) on the process group we made for the child.
                     unsafe { libc::kill(-pid, libc::SIGKILL) };
                     let _ = child.wait();
-                    return Err(format!("`{}` ran past its {} s timeout and was killed", self.command, self.timeout.as_secs()));
+                    return Err(format!(
+                        "`{}` ran past its {} s timeout and was killed",
+                        self.command,
+                        self.timeout.as_secs()
+                    ));
                 }
                 Ok(None) => std::thread::sleep(Duration::from_millis(50)),
                 Err(e) => return Err(format!("{}: {e}", self.command)),
@@ -402,7 +434,16 @@ impl Adapter for External {
                 "`{}` exited with {}: {}",
                 self.command,
                 status.code().map(|c| c.to_string()).unwrap_or_else(|| "a signal".into()),
-                super::score::one_line(&String::from_utf8_lossy(&stderr).chars().rev().take(400).collect::<String>().chars().rev().collect::<String>())
+                super::score::one_line(
+                    &String::from_utf8_lossy(&stderr)
+                        .chars()
+                        .rev()
+                        .take(400)
+                        .collect::<String>()
+                        .chars()
+                        .rev()
+                        .collect::<String>()
+                )
             ));
         }
         let out = String::from_utf8_lossy(&stdout);

@@ -137,7 +137,8 @@ impl Case {
         let path = dir.join("case.json");
         let shown = path.display().to_string();
         let text = std::fs::read_to_string(&path).map_err(|source| CaseError::Read { path: shown.clone(), source })?;
-        let mut case: Case = serde_json::from_str(&text).map_err(|e| CaseError::Parse { path: shown.clone(), message: e.to_string() })?;
+        let mut case: Case = serde_json::from_str(&text)
+            .map_err(|e| CaseError::Parse { path: shown.clone(), message: e.to_string() })?;
         case.dir = dir.to_path_buf();
         case.validate().map_err(|(field, problem)| CaseError::Field { path: shown, field, problem })?;
         Ok(case)
@@ -145,7 +146,10 @@ impl Case {
 
     /// Field-level checks: which field is wrong and how.
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
-        if self.id.is_empty() || !self.id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) || self.id.starts_with('.') {
+        if self.id.is_empty()
+            || !self.id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            || self.id.starts_with('.')
+        {
             return Err(("id", format!("{:?} must be non-empty letters, digits, '-', '_' or '.'", self.id)));
         }
         if !LANGUAGES.contains(&self.language.as_str()) {
@@ -161,13 +165,18 @@ impl Case {
             _ => {}
         }
         if let Some(c) = &self.base_commit {
-            if c.is_empty() || !c.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/' | '^' | '~')) {
+            if c.is_empty()
+                || !c.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/' | '^' | '~'))
+            {
                 return Err(("base_commit", format!("{c:?} is not a commit")));
             }
         }
         if let Some(w) = &self.tests.workdir {
             if !w.starts_with('/') || w.split('/').any(|c| c == "..") || w.trim_end_matches('/').is_empty() {
-                return Err(("tests.workdir", format!("{w:?} must be an absolute directory inside the image, like /testbed")));
+                return Err((
+                    "tests.workdir",
+                    format!("{w:?} must be an absolute directory inside the image, like /testbed"),
+                ));
             }
         }
         if self.tests.python.as_deref().is_some_and(|p| p.trim().is_empty()) {
@@ -222,10 +231,12 @@ impl Case {
         self.materialize(tmp.path())?;
         self.issue()?;
         if let Some(p) = self.gold_patch_text()? {
-            apply_patch(tmp.path(), &p, true).map_err(|e| CaseError::setup(&self.id, format!("gold_patch does not apply: {e}")))?;
+            apply_patch(tmp.path(), &p, true)
+                .map_err(|e| CaseError::setup(&self.id, format!("gold_patch does not apply: {e}")))?;
         }
         if let Some(p) = self.gold_test_patch_text()? {
-            apply_patch(tmp.path(), &p, true).map_err(|e| CaseError::setup(&self.id, format!("gold_test_patch does not apply: {e}")))?;
+            apply_patch(tmp.path(), &p, true)
+                .map_err(|e| CaseError::setup(&self.id, format!("gold_test_patch does not apply: {e}")))?;
         }
         Ok(())
     }
@@ -240,10 +251,14 @@ impl Case {
         let name = src.file_name().and_then(|n| n.to_str()).unwrap_or("");
         if src.is_file() {
             if !(name.ends_with(".tar") || name.ends_with(".tar.gz") || name.ends_with(".tgz")) {
-                return Err(err(format!("repository {} is a file but not a .tar, .tar.gz or .tgz archive", src.display())));
+                return Err(err(format!(
+                    "repository {} is a file but not a .tar, .tar.gz or .tgz archive",
+                    src.display()
+                )));
             }
             let file = std::fs::File::open(&src).map_err(|e| err(format!("{}: {e}", src.display())))?;
-            let reader: Box<dyn Read> = if name.ends_with(".tar") { Box::new(file) } else { Box::new(flate2::read::GzDecoder::new(file)) };
+            let reader: Box<dyn Read> =
+                if name.ends_with(".tar") { Box::new(file) } else { Box::new(flate2::read::GzDecoder::new(file)) };
             unpack(reader, dest, true).map_err(|e| err(format!("{}: {e}", src.display())))?;
             return Ok(());
         }
@@ -266,7 +281,9 @@ impl Case {
             return Ok(());
         }
         // The sandbox's copy: the same entries a sandbox would take, cloned where it can.
-        crate::sandbox::copy::copy_tree(&src, dest).map(|_| ()).map_err(|e| err(format!("copying {}: {e}", src.display())))
+        crate::sandbox::copy::copy_tree(&src, dest)
+            .map(|_| ())
+            .map_err(|e| err(format!("copying {}: {e}", src.display())))
     }
 }
 
@@ -277,7 +294,11 @@ fn unpack(reader: impl Read, dest: &Path, strip: bool) -> std::io::Result<()> {
     archive.set_preserve_permissions(true);
     archive.unpack(staging.path())?;
     let entries: Vec<_> = std::fs::read_dir(staging.path())?.collect::<Result<_, _>>()?;
-    let root = if strip && entries.len() == 1 && entries[0].file_type()?.is_dir() { entries[0].path() } else { staging.path().to_path_buf() };
+    let root = if strip && entries.len() == 1 && entries[0].file_type()?.is_dir() {
+        entries[0].path()
+    } else {
+        staging.path().to_path_buf()
+    };
     std::fs::create_dir_all(dest)?;
     for e in std::fs::read_dir(&root)? {
         let e = e?;
@@ -370,10 +391,19 @@ pub fn diff_for_files(root: &Path, files: &[(String, String)]) -> String {
         let new_lines: Vec<&str> = content.lines().collect();
         out.push_str(&format!("diff --git a/{path} b/{path}\n"));
         match &old {
-            None => out.push_str(&format!("new file mode 100644\n--- /dev/null\n+++ b/{path}\n@@ -0,0 +1,{} @@\n", new_lines.len())),
+            None => out.push_str(&format!(
+                "new file mode 100644\n--- /dev/null\n+++ b/{path}\n@@ -0,0 +1,{} @@\n",
+                new_lines.len()
+            )),
             Some(o) => {
                 let n = o.lines().count();
-                out.push_str(&format!("--- a/{path}\n+++ b/{path}\n@@ -{},{} +{},{} @@\n", (n > 0) as usize, n, (!new_lines.is_empty()) as usize, new_lines.len()));
+                out.push_str(&format!(
+                    "--- a/{path}\n+++ b/{path}\n@@ -{},{} +{},{} @@\n",
+                    (n > 0) as usize,
+                    n,
+                    (!new_lines.is_empty()) as usize,
+                    new_lines.len()
+                ));
                 for l in o.lines() {
                     out.push_str(&format!("-{l}\n"));
                 }
@@ -405,10 +435,13 @@ pub fn load_suite(suite: &Path) -> std::io::Result<Vec<(PathBuf, Result<Case, Ca
         .filter(|p| p.is_dir() && p.join("case.json").exists())
         .collect();
     dirs.sort();
-    Ok(dirs.into_iter().map(|d| {
-        let c = Case::load(&d);
-        (d, c)
-    }).collect())
+    Ok(dirs
+        .into_iter()
+        .map(|d| {
+            let c = Case::load(&d);
+            (d, c)
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -419,7 +452,10 @@ mod tests {
     fn diff_for_new_file_applies() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("a.txt"), "one\ntwo\n").unwrap();
-        let patch = diff_for_files(dir.path(), &[("t/new.py".into(), "x = 1\ny = 2\n".into()), ("a.txt".into(), "three\n".into())]);
+        let patch = diff_for_files(
+            dir.path(),
+            &[("t/new.py".into(), "x = 1\ny = 2\n".into()), ("a.txt".into(), "three\n".into())],
+        );
         apply_patch(dir.path(), &patch, false).unwrap();
         assert_eq!(std::fs::read_to_string(dir.path().join("t/new.py")).unwrap(), "x = 1\ny = 2\n");
         assert_eq!(std::fs::read_to_string(dir.path().join("a.txt")).unwrap(), "three\n");
@@ -429,13 +465,18 @@ mod tests {
     #[test]
     fn validation_names_the_field() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("case.json"), r#"{"id":"a","language":"cobol","repo":"r","issue_text":"x"}"#).unwrap();
+        std::fs::write(dir.path().join("case.json"), r#"{"id":"a","language":"cobol","repo":"r","issue_text":"x"}"#)
+            .unwrap();
         let e = Case::load(dir.path()).unwrap_err().to_string();
         assert!(e.contains("`language`") && e.contains("cobol"), "{e}");
         std::fs::write(dir.path().join("case.json"), r#"{"id":"a","language":"python","issue_text":"x"}"#).unwrap();
         let e = Case::load(dir.path()).unwrap_err().to_string();
         assert!(e.contains("missing field `repo`"), "{e}");
-        std::fs::write(dir.path().join("case.json"), r#"{"id":"a","language":"python","repo":"r","issue_text":"x","colour":1}"#).unwrap();
+        std::fs::write(
+            dir.path().join("case.json"),
+            r#"{"id":"a","language":"python","repo":"r","issue_text":"x","colour":1}"#,
+        )
+        .unwrap();
         let e = Case::load(dir.path()).unwrap_err().to_string();
         assert!(e.contains("unknown field `colour`"), "{e}");
     }

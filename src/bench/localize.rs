@@ -91,7 +91,9 @@ fn gold_files(case: &Case) -> Result<Vec<String>, String> {
 
 fn looks_like_test(p: &str) -> bool {
     let name = p.rsplit('/').next().unwrap_or(p);
-    p.split('/').any(|c| matches!(c, "tests" | "test" | "testing" | "__tests__")) || name.starts_with("test_") || name.ends_with("_test.py")
+    p.split('/').any(|c| matches!(c, "tests" | "test" | "testing" | "__tests__"))
+        || name.starts_with("test_")
+        || name.ends_with("_test.py")
 }
 
 /// Measure one case on an indexed tree at `root`.
@@ -215,7 +217,11 @@ mod tests {
         let gold = vec!["pkg/b.py".to_string()];
         assert_eq!(gold_rank(["pkg/a.py", "pkg/b.py"], &gold), Some(2));
         assert_eq!(gold_rank(["pkg/a.py"], &gold), None);
-        let mk = |l: Option<usize>, b: Option<usize>| CaseRanks { localize_rank: l, bm25_rank: b, ..failed("x", String::new()) };
+        let mk = |l: Option<usize>, b: Option<usize>| CaseRanks {
+            localize_rank: l,
+            bm25_rank: b,
+            ..failed("x", String::new())
+        };
         let mut rs = vec![mk(Some(1), Some(3)), mk(Some(7), None), mk(None, Some(1))];
         for r in &mut rs {
             r.error = None;
@@ -225,6 +231,10 @@ mod tests {
         assert_eq!((s.cases, s.measured), (4, 3));
         assert_eq!(s.localize, RankCounts { top1: 1, top5: 1, top10: 2 });
         assert_eq!(s.bm25, RankCounts { top1: 1, top5: 2, top10: 2 });
-        assert!(looks_like_test("tests/utils/test_x.py") && looks_like_test("testing/a.py") && !looks_like_test("src/pkg/x.py"));
+        assert!(
+            looks_like_test("tests/utils/test_x.py")
+                && looks_like_test("testing/a.py")
+                && !looks_like_test("src/pkg/x.py")
+        );
     }
 }

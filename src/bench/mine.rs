@@ -111,7 +111,11 @@ pub(crate) fn git(repo: &Path, args: &[&str]) -> Result<String, String> {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
         let err = String::from_utf8_lossy(&out.stderr);
-        Err(format!("git {}: {}", args.first().unwrap_or(&""), err.lines().find(|l| !l.trim().is_empty()).unwrap_or("failed").trim()))
+        Err(format!(
+            "git {}: {}",
+            args.first().unwrap_or(&""),
+            err.lines().find(|l| !l.trim().is_empty()).unwrap_or("failed").trim()
+        ))
     }
 }
 
@@ -193,7 +197,8 @@ fn issue_text(subject: &str, body: &str, issues: Option<&Path>) -> String {
     }
     if let Some(dir) = issues {
         for n in issue_refs(&format!("{subject}\n{body}")) {
-            let text = ["md", "txt"].iter().find_map(|ext| std::fs::read_to_string(dir.join(format!("{n}.{ext}"))).ok());
+            let text =
+                ["md", "txt"].iter().find_map(|ext| std::fs::read_to_string(dir.join(format!("{n}.{ext}"))).ok());
             if let Some(t) = text {
                 s.push_str(&format!("\n## Issue #{n}\n\n{}\n", t.trim()));
             }
@@ -219,7 +224,20 @@ fn changed_files(repo: &Path, parent: &str, commit: &str) -> Result<Vec<Changed>
 /// `git diff parent commit -- files`, with the a/ b/ prefixes whatever the user's config
 /// and the paths taken literally (not as globs).
 fn diff(repo: &Path, parent: &str, commit: &str, files: &[&Changed]) -> Result<String, String> {
-    let mut args = vec!["--literal-pathspecs", "-c", "diff.noprefix=false", "diff", "--no-color", "--no-ext-diff", "--no-renames", "--src-prefix=a/", "--dst-prefix=b/", parent, commit, "--"];
+    let mut args = vec![
+        "--literal-pathspecs",
+        "-c",
+        "diff.noprefix=false",
+        "diff",
+        "--no-color",
+        "--no-ext-diff",
+        "--no-renames",
+        "--src-prefix=a/",
+        "--dst-prefix=b/",
+        parent,
+        commit,
+        "--",
+    ];
     args.extend(files.iter().map(|f| f.path.as_str()));
     git(repo, &args)
 }
@@ -256,7 +274,12 @@ pub fn mine(opts: &MineOptions, log: &dyn Fn(&str)) -> Result<MineRecord, BenchE
         let subject = parts.next().unwrap_or("").trim().to_string();
         let body = parts.next().unwrap_or("").trim().to_string();
         let mut reject = |stage: usize, reason: String| {
-            dropped.push(Dropped { commit: sha.to_string(), subject: subject.clone(), stage: STAGES[stage].to_string(), reason });
+            dropped.push(Dropped {
+                commit: sha.to_string(),
+                subject: subject.clone(),
+                stage: STAGES[stage].to_string(),
+                reason,
+            });
         };
         let Some(parent) = parents.split_whitespace().next().map(str::to_string) else {
             reject(1, "a root commit (no parent)".into());
@@ -269,7 +292,8 @@ pub fn mine(opts: &MineOptions, log: &dyn Fn(&str)) -> Result<MineRecord, BenchE
             continue;
         }
         kept[2] += 1;
-        let (tests, code): (Vec<&Changed>, Vec<&Changed>) = files.iter().partition(|f| is_test_path(&f.lang.descriptor().tests, &f.path));
+        let (tests, code): (Vec<&Changed>, Vec<&Changed>) =
+            files.iter().partition(|f| is_test_path(&f.lang.descriptor().tests, &f.path));
         match (tests.is_empty(), code.is_empty()) {
             (false, true) => {
                 reject(3, "only tests changed".into());
@@ -319,7 +343,8 @@ pub fn mine(opts: &MineOptions, log: &dyn Fn(&str)) -> Result<MineRecord, BenchE
         let dir = opts.out.join(old);
         let ours = crate::sandbox::check_rel(old).is_ok() && !old.contains('/') && dir.join("case.json").is_file();
         if ours {
-            std::fs::remove_dir_all(&dir).map_err(|e| BenchError::io(format!("removing the stale case {}", dir.display()), e))?;
+            std::fs::remove_dir_all(&dir)
+                .map_err(|e| BenchError::io(format!("removing the stale case {}", dir.display()), e))?;
         }
     }
     let record = MineRecord {
@@ -383,7 +408,10 @@ mod tests {
 
     #[test]
     fn issue_references() {
-        assert_eq!(issue_refs("Fix median (#12)\n\nFixes #34, closes #12. See gh#5 and owner/repo#9 and &#39;"), vec![12, 34]);
+        assert_eq!(
+            issue_refs("Fix median (#12)\n\nFixes #34, closes #12. See gh#5 and owner/repo#9 and &#39;"),
+            vec![12, 34]
+        );
         assert_eq!(issue_refs("#7: crash on empty input"), vec![7]);
         assert_eq!(issue_refs("C# support, #1a, issue #"), Vec::<u64>::new());
     }
@@ -399,9 +427,13 @@ mod tests {
 
     #[test]
     fn case_ids_are_valid() {
-        assert_eq!(case_id("0123456789abcdef", "Fix median of even-length lists (#12)"), "0123456-fix-median-of-even-length-lists-12");
+        assert_eq!(
+            case_id("0123456789abcdef", "Fix median of even-length lists (#12)"),
+            "0123456-fix-median-of-even-length-lists-12"
+        );
         assert_eq!(case_id("0123456789abcdef", "  !!  "), "0123456");
-        let long = case_id("abcdef0123", "a very long subject line that goes on and on about the many things it changed");
+        let long =
+            case_id("abcdef0123", "a very long subject line that goes on and on about the many things it changed");
         assert!(long.len() <= 48, "{long}");
         assert!(!long.ends_with('-'));
     }

@@ -43,10 +43,16 @@ pub struct BenchOptions {
 }
 
 /// Run `adapter` over the suite. `on_case` sees each result as it is made.
-pub fn run(adapter: &dyn Adapter, opts: &BenchOptions, on_case: &(dyn Fn(&CaseResult) + Sync)) -> Result<BenchRecord, BenchError> {
+pub fn run(
+    adapter: &dyn Adapter,
+    opts: &BenchOptions,
+    on_case: &(dyn Fn(&CaseResult) + Sync),
+) -> Result<BenchRecord, BenchError> {
     let started = Instant::now();
-    let started_at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let mut cases = load_suite(&opts.suite).map_err(|e| BenchError::io(format!("suite {}", opts.suite.display()), e))?;
+    let started_at =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let mut cases =
+        load_suite(&opts.suite).map_err(|e| BenchError::io(format!("suite {}", opts.suite.display()), e))?;
     if !opts.only.is_empty() {
         cases.retain(|(dir, c)| {
             let id = c.as_ref().map(|c| c.id.clone()).unwrap_or_else(|_| dir_name(dir));
@@ -54,10 +60,16 @@ pub fn run(adapter: &dyn Adapter, opts: &BenchOptions, on_case: &(dyn Fn(&CaseRe
         });
     }
     if cases.is_empty() {
-        return Err(BenchError::Other(format!("no case under {} (a case is a directory with a case.json)", opts.suite.display())));
+        return Err(BenchError::Other(format!(
+            "no case under {} (a case is a directory with a case.json)",
+            opts.suite.display()
+        )));
     }
     if adapter.uses_model() && matches!(opts.model, ModelSource::None) {
-        return Err(BenchError::Other(format!("adapter {} needs a model: give --model NAME or --replay RUN", adapter.info().name)));
+        return Err(BenchError::Other(format!(
+            "adapter {} needs a model: give --model NAME or --replay RUN",
+            adapter.info().name
+        )));
     }
     std::fs::create_dir_all(opts.out.join("cases")).map_err(|e| BenchError::io(opts.out.display().to_string(), e))?;
 
@@ -77,7 +89,8 @@ pub fn run(adapter: &dyn Adapter, opts: &BenchOptions, on_case: &(dyn Fn(&CaseRe
             });
         }
     });
-    let cases: Vec<CaseResult> = results.into_inner().unwrap_or_else(|e| e.into_inner()).into_iter().flatten().collect();
+    let cases: Vec<CaseResult> =
+        results.into_inner().unwrap_or_else(|e| e.into_inner()).into_iter().flatten().collect();
     let salt = blake3::hash(crate::sandbox::new_session_id().as_bytes()).to_hex();
     let record = BenchRecord {
         run_id: format!("{started_at}-{}", &salt[..8]),
@@ -155,7 +168,12 @@ fn blank(case_id: String, language: String) -> CaseResult {
     }
 }
 
-fn run_case(adapter: &dyn Adapter, opts: &BenchOptions, dir: &Path, loaded: &Result<Case, super::CaseError>) -> CaseResult {
+fn run_case(
+    adapter: &dyn Adapter,
+    opts: &BenchOptions,
+    dir: &Path,
+    loaded: &Result<Case, super::CaseError>,
+) -> CaseResult {
     let started = Instant::now();
     let case = match loaded {
         Ok(c) => c,
@@ -307,5 +325,6 @@ fn adapter_error(r: &mut CaseResult, why: String) {
 pub fn load_record(path: &Path) -> Result<BenchRecord, BenchError> {
     let file = if path.is_dir() { path.join("run.json") } else { path.to_path_buf() };
     let bytes = std::fs::read(&file).map_err(|e| BenchError::io(file.display().to_string(), e))?;
-    serde_json::from_slice(&bytes).map_err(|e| BenchError::Other(format!("{}: not a bench run record: {e}", file.display())))
+    serde_json::from_slice(&bytes)
+        .map_err(|e| BenchError::Other(format!("{}: not a bench run record: {e}", file.display())))
 }

@@ -8,9 +8,9 @@ use super::case::{apply_patch, Case};
 use super::RunSummary;
 use crate::localize;
 use crate::reproduce::{keyfree, Expected};
+use crate::sandbox::env::{self, EnvOptions, Environment, PythonSource};
 use crate::sandbox::runners::{TestResult, TestStatus};
 use crate::sandbox::tools::{run_test, RunTestArgs};
-use crate::sandbox::env::{self, EnvOptions, Environment, PythonSource};
 use crate::sandbox::{self, Choice, SandboxConfig};
 
 /// A reproducer's output: test files to add or replace, or a diff to apply.
@@ -154,9 +154,10 @@ pub fn summarize_runs(runs: &[TestResult]) -> RunSummary {
     } else {
         "passed"
     };
-    let failure = runs.iter().flat_map(|r| r.failures.iter()).next().map(|f| {
-        format!("{}: {}", f.kind.as_deref().unwrap_or("?"), f.message.lines().next().unwrap_or("").trim())
-    });
+    let failure =
+        runs.iter().flat_map(|r| r.failures.iter()).next().map(|f| {
+            format!("{}: {}", f.kind.as_deref().unwrap_or("?"), f.message.lines().next().unwrap_or("").trim())
+        });
     RunSummary {
         status: status.into(),
         passed: runs.iter().map(|r| r.passed).sum(),
@@ -170,7 +171,10 @@ pub fn summarize_runs(runs: &[TestResult]) -> RunSummary {
 /// reports one.
 pub fn issue_expected(issue: &str) -> Option<Expected> {
     let facts = localize::read_issue(issue);
-    facts.exceptions.last().map(|e| Expected { kind: e.kind.clone(), message: (!e.message.trim().is_empty()).then(|| e.message.clone()) })
+    facts
+        .exceptions
+        .last()
+        .map(|e| Expected { kind: e.kind.clone(), message: (!e.message.trim().is_empty()).then(|| e.message.clone()) })
 }
 
 /// Does the failure before the fix show the error the issue reports? None when the
@@ -180,7 +184,8 @@ pub fn matches_issue(expected: Option<&Expected>, before: &[TestResult]) -> Opti
     let e = expected?;
     let kind_only = Expected { kind: e.kind.clone(), message: None };
     Some(before.iter().flat_map(|r| r.failures.iter()).any(|f| {
-        keyfree::matches(&kind_only, f.kind.as_deref(), &f.message) && e.message.as_deref().is_none_or(|m| message_matches(m, &f.message))
+        keyfree::matches(&kind_only, f.kind.as_deref(), &f.message)
+            && e.message.as_deref().is_none_or(|m| message_matches(m, &f.message))
     }))
 }
 
@@ -199,7 +204,9 @@ fn message_words(m: &str) -> Vec<String> {
 /// quotes aside), or at least two thirds of the issue's words are in the failure's: a
 /// reporter's message carries their own values (paths, object ids), the test's its own.
 pub fn message_matches(issue: &str, got: &str) -> bool {
-    let norm = |s: &str| s.chars().filter(|c| !c.is_whitespace() && !matches!(c, '\'' | '"' | '`')).collect::<String>().to_lowercase();
+    let norm = |s: &str| {
+        s.chars().filter(|c| !c.is_whitespace() && !matches!(c, '\'' | '"' | '`')).collect::<String>().to_lowercase()
+    };
     let (a, b) = (norm(issue), norm(got));
     if a.is_empty() || (!b.is_empty() && (b.contains(&a) || a.contains(&b))) {
         return true;
@@ -229,13 +236,17 @@ impl Scorer {
         };
         let repo = case.path_of(&case.repo);
         let repo = if repo.is_dir() { repo } else { case.dir.clone() };
-        let e = env::resolve_cached(&repo, python.as_deref(), source).map_err(|e| ScoreError::Case(format!("{e} (hint: {})", e.hint().unwrap_or(""))))?;
+        let e = env::resolve_cached(&repo, python.as_deref(), source)
+            .map_err(|e| ScoreError::Case(format!("{e} (hint: {})", e.hint().unwrap_or(""))))?;
         Ok((e, opts))
     }
 
     /// The buggy tree.
     pub fn buggy(&self, case: &Case) -> Result<Tree, ScoreError> {
-        let dir = tempfile::Builder::new().prefix("reproagent-bench-").tempdir().map_err(|e| ScoreError::Case(format!("temp dir: {e}")))?;
+        let dir = tempfile::Builder::new()
+            .prefix("reproagent-bench-")
+            .tempdir()
+            .map_err(|e| ScoreError::Case(format!("temp dir: {e}")))?;
         let _interrupt = crate::sandbox::interrupt::register_dir(dir.path());
         case.materialize(dir.path()).map_err(|e| ScoreError::Case(e.to_string()))?;
         Ok(Tree { dir, _interrupt })
@@ -248,7 +259,8 @@ impl Scorer {
             .gold_patch_text()
             .map_err(|e| ScoreError::Case(e.to_string()))?
             .ok_or_else(|| ScoreError::Case("the case has no gold_patch to score against".into()))?;
-        apply_patch(tree.path(), &patch, false).map_err(|e| ScoreError::Case(format!("gold_patch does not apply: {e}")))?;
+        apply_patch(tree.path(), &patch, false)
+            .map_err(|e| ScoreError::Case(format!("gold_patch does not apply: {e}")))?;
         Ok(tree)
     }
 
@@ -290,8 +302,14 @@ impl Scorer {
     }
 
     /// Run each test file (or one test of it) in a sandbox over `tree`.
-    fn run_tests(&self, case: &Case, tree: &Path, files: &[(String, Option<String>)]) -> Result<Vec<TestResult>, ScoreError> {
-        let image = case.tests.image.clone().or_else(|| self.image.clone()).unwrap_or_else(|| "reproagent-env:none".into());
+    fn run_tests(
+        &self,
+        case: &Case,
+        tree: &Path,
+        files: &[(String, Option<String>)],
+    ) -> Result<Vec<TestResult>, ScoreError> {
+        let image =
+            case.tests.image.clone().or_else(|| self.image.clone()).unwrap_or_else(|| "reproagent-env:none".into());
         let timeout = case.tests.timeout_secs.unwrap_or(self.timeout_secs);
         let (environment, opts) = self.case_env(case)?;
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -299,9 +317,10 @@ impl Scorer {
             .build()
             .map_err(|e| ScoreError::Case(format!("runtime: {e}")))?;
         rt.block_on(async {
-            let opened = sandbox::open(self.sandbox, SandboxConfig::new(tree, image).with_env(Some(environment), &opts))
-                .await
-                .map_err(|e| ScoreError::Case(format!("the sandbox did not open: {e}")))?;
+            let opened =
+                sandbox::open(self.sandbox, SandboxConfig::new(tree, image).with_env(Some(environment), &opts))
+                    .await
+                    .map_err(|e| ScoreError::Case(format!("the sandbox did not open: {e}")))?;
             let sb = opened.sandbox;
             let mut out = Vec::new();
             let mut err = None;
@@ -354,10 +373,12 @@ pub fn test_targets(ids: &[String], files: &[String], tree: &Path) -> Option<Vec
                 .map(|f| (f.clone(), Some(format!("{class}.{name}"))))
         } else if !id.is_empty() && id.chars().all(|c| c.is_alphanumeric() || c == '_') {
             let defines = |f: &String| {
-                std::fs::read_to_string(tree.join(f)).is_ok_and(|c| c.lines().any(|l| {
-                    let l = l.trim_start();
-                    l.starts_with(&format!("def {id}(")) || l.starts_with(&format!("async def {id}("))
-                }))
+                std::fs::read_to_string(tree.join(f)).is_ok_and(|c| {
+                    c.lines().any(|l| {
+                        let l = l.trim_start();
+                        l.starts_with(&format!("def {id}(")) || l.starts_with(&format!("async def {id}("))
+                    })
+                })
             };
             let found: Vec<&String> = files.iter().filter(|f| defines(f)).collect();
             (found.len() == 1).then(|| (found[0].clone(), Some(id.to_string())))
@@ -409,10 +430,19 @@ pub fn cannot_run(scored: &Scored) -> Option<String> {
 /// The first lines of a run's error: the runner's message, and the first failure when the
 /// message alone says little ("the tests could not be loaded").
 fn error_head(r: &TestResult) -> String {
-    let mut lines: Vec<String> =
-        r.error.as_deref().unwrap_or("").lines().map(str::trim).filter(|l| !l.is_empty()).take(3).map(String::from).collect();
+    let mut lines: Vec<String> = r
+        .error
+        .as_deref()
+        .unwrap_or("")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .take(3)
+        .map(String::from)
+        .collect();
     if let Some(f) = r.failures.first() {
-        let first = format!("{}: {}", f.kind.as_deref().unwrap_or("error"), f.message.lines().next().unwrap_or("").trim());
+        let first =
+            format!("{}: {}", f.kind.as_deref().unwrap_or("error"), f.message.lines().next().unwrap_or("").trim());
         if !lines.iter().any(|l| l.contains(first.trim_end_matches(": "))) {
             lines.push(first);
         }
@@ -441,7 +471,8 @@ fn error_kind(text: &str) -> &'static str {
         "memory limit"
     } else if MISSING.iter().any(|m| text.contains(m)) {
         "missing dependency"
-    } else if text.contains("collection failed") || text.contains("could not be loaded") || text.contains("SyntaxError") {
+    } else if text.contains("collection failed") || text.contains("could not be loaded") || text.contains("SyntaxError")
+    {
         "collection error"
     } else if text.starts_with("no tests ran") {
         "no tests ran"
@@ -466,7 +497,10 @@ mod message_tests {
     #[test]
     fn messages_match_by_containment_or_most_words() {
         assert!(message_matches("'zero'", "KeyError: 'zero'"));
-        assert!(message_matches("[Errno 2] No such file or directory: '/home/ann/data/x.csv'", "[Errno 2] No such file or directory: '/tmp/pytest-3/x.csv'"));
+        assert!(message_matches(
+            "[Errno 2] No such file or directory: '/home/ann/data/x.csv'",
+            "[Errno 2] No such file or directory: '/tmp/pytest-3/x.csv'"
+        ));
         assert!(!message_matches("list index out of range", "unsupported operand type(s) for +: 'int' and 'str'"));
         assert!(!message_matches("'colour'", "'size'"));
     }
@@ -480,11 +514,25 @@ mod target_tests {
     fn fail_to_pass_ids_name_tests_of_the_files() {
         let t = tempfile::tempdir().expect("tmp");
         std::fs::create_dir_all(t.path().join("sympy/core/tests")).expect("mkdir");
-        std::fs::write(t.path().join("sympy/core/tests/test_f.py"), "def test_a():\n    pass\n\ndef test_b(): pass\n").expect("write");
-        let files = vec!["tests/delete/tests.py".to_string(), "tests/test_cli.py".to_string(), "sympy/core/tests/test_f.py".to_string()];
+        std::fs::write(t.path().join("sympy/core/tests/test_f.py"), "def test_a():\n    pass\n\ndef test_b(): pass\n")
+            .expect("write");
+        let files = vec![
+            "tests/delete/tests.py".to_string(),
+            "tests/test_cli.py".to_string(),
+            "sympy/core/tests/test_f.py".to_string(),
+        ];
         let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(
-            test_targets(&ids(&["tests/test_cli.py::TestRoutes::test_host[a.b]", "test_x (delete.tests.FastDeleteTests)", "test_y (delete.tests.T.test_y)", "test_b"]), &files, t.path()),
+            test_targets(
+                &ids(&[
+                    "tests/test_cli.py::TestRoutes::test_host[a.b]",
+                    "test_x (delete.tests.FastDeleteTests)",
+                    "test_y (delete.tests.T.test_y)",
+                    "test_b"
+                ]),
+                &files,
+                t.path()
+            ),
             Some(vec![
                 ("tests/test_cli.py".into(), Some("TestRoutes::test_host[a.b]".into())),
                 ("tests/delete/tests.py".into(), Some("FastDeleteTests.test_x".into())),

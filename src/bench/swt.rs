@@ -35,7 +35,9 @@ impl Checkouts {
     /// The checkout of `repo` (`owner/name`), as an absolute path.
     pub fn find(&self, repo: &str) -> Result<PathBuf, String> {
         let found = match self {
-            Checkouts::One(dir) => dir.is_dir().then(|| dir.clone()).ok_or_else(|| format!("checkout {} does not exist", dir.display()))?,
+            Checkouts::One(dir) => {
+                dir.is_dir().then(|| dir.clone()).ok_or_else(|| format!("checkout {} does not exist", dir.display()))?
+            }
             Checkouts::Dir(dir) => {
                 let name = repo.rsplit('/').next().unwrap_or(repo);
                 let tried = [repo.replace('/', "__"), name.to_string()];
@@ -93,7 +95,10 @@ pub fn parse_test_list(v: &Value) -> Result<Vec<String>, String> {
 
 /// A case id from an instance id: characters a case id may not hold become `-`.
 pub fn case_id(instance_id: &str) -> String {
-    let s: String = instance_id.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '-' }).collect();
+    let s: String = instance_id
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '-' })
+        .collect();
     let s = s.trim_start_matches('.');
     if s.is_empty() {
         "instance".into()
@@ -111,14 +116,17 @@ pub type ReadInstance = (String, Result<Value, String>);
 pub fn read_instances(path: &Path) -> Result<Vec<ReadInstance>, BenchError> {
     let text = std::fs::read_to_string(path).map_err(|e| BenchError::io(path.display().to_string(), e))?;
     if text.trim_start().starts_with('[') {
-        let all: Vec<Value> = serde_json::from_str(&text).map_err(|e| BenchError::Other(format!("{}: not a JSON array of instances: {e}", path.display())))?;
+        let all: Vec<Value> = serde_json::from_str(&text)
+            .map_err(|e| BenchError::Other(format!("{}: not a JSON array of instances: {e}", path.display())))?;
         return Ok(all.into_iter().enumerate().map(|(i, v)| (format!("#{}", i + 1), Ok(v))).collect());
     }
     Ok(text
         .lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| (format!("line {}", i + 1), serde_json::from_str::<Value>(l).map_err(|e| format!("not JSON: {e}"))))
+        .map(|(i, l)| {
+            (format!("line {}", i + 1), serde_json::from_str::<Value>(l).map_err(|e| format!("not JSON: {e}")))
+        })
         .collect())
 }
 
@@ -138,7 +146,13 @@ pub fn import(file: &Path, checkouts: &Checkouts, out: &Path) -> Result<ImportRe
     let mut report = ImportReport { file: file.display().to_string(), ..ImportReport::default() };
     let mut seen: BTreeMap<String, String> = BTreeMap::new();
     for (pos, parsed) in instances {
-        let name = parsed.as_ref().ok().and_then(|v| v.get("instance_id")).and_then(Value::as_str).map(str::to_string).unwrap_or(pos);
+        let name = parsed
+            .as_ref()
+            .ok()
+            .and_then(|v| v.get("instance_id"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or(pos);
         let result = parsed.and_then(|v| {
             let id = case_id(field(&v, "instance_id")?);
             if let Some(other) = seen.get(&id) {
@@ -157,7 +171,8 @@ pub fn import(file: &Path, checkouts: &Checkouts, out: &Path) -> Result<ImportRe
         }
     }
     let path = out.join("import.json");
-    std::fs::write(&path, serde_json::to_vec_pretty(&report)?).map_err(|e| BenchError::io(path.display().to_string(), e))?;
+    std::fs::write(&path, serde_json::to_vec_pretty(&report)?)
+        .map_err(|e| BenchError::io(path.display().to_string(), e))?;
     Ok(report)
 }
 
@@ -169,7 +184,8 @@ fn import_one(v: &Value, id: &str, checkouts: &Checkouts, dir: &Path) -> Result<
     let patch = field(v, "patch")?;
     let test_patch = field(v, "test_patch")?;
     let problem = field(v, "problem_statement")?;
-    let fail_to_pass = parse_test_list(v.get("FAIL_TO_PASS").ok_or("missing field `FAIL_TO_PASS`")?).map_err(|e| format!("field `FAIL_TO_PASS`: {e}"))?;
+    let fail_to_pass = parse_test_list(v.get("FAIL_TO_PASS").ok_or("missing field `FAIL_TO_PASS`")?)
+        .map_err(|e| format!("field `FAIL_TO_PASS`: {e}"))?;
     let pass_to_pass = match v.get("PASS_TO_PASS") {
         None => Vec::new(),
         Some(p) => parse_test_list(p).map_err(|e| format!("field `PASS_TO_PASS`: {e}"))?,
@@ -177,11 +193,20 @@ fn import_one(v: &Value, id: &str, checkouts: &Checkouts, dir: &Path) -> Result<
     let files = patch_files(patch);
     let language = majority_language(files.iter().map(String::as_str))
         .or_else(|| majority_language(patch_files(test_patch).iter().map(String::as_str)))
-        .ok_or_else(|| format!("no Python, TypeScript or Java file in the patch ({})", if files.is_empty() { "no file".into() } else { files.join(", ") }))?;
+        .ok_or_else(|| {
+            format!(
+                "no Python, TypeScript or Java file in the patch ({})",
+                if files.is_empty() { "no file".into() } else { files.join(", ") }
+            )
+        })?;
     let checkout = checkouts.find(repo)?;
-    git(&checkout, &["rev-parse", "--git-dir"]).map_err(|_| format!("checkout {} is not a git repository", checkout.display()))?;
+    git(&checkout, &["rev-parse", "--git-dir"])
+        .map_err(|_| format!("checkout {} is not a git repository", checkout.display()))?;
     if !has_commit(&checkout, base_commit) {
-        return Err(format!("base commit {base_commit} is not in the checkout {} (fetch it, or give the right checkout)", checkout.display()));
+        return Err(format!(
+            "base commit {base_commit} is not in the checkout {} (fetch it, or give the right checkout)",
+            checkout.display()
+        ));
     }
 
     let mut source = serde_json::json!({ "dataset": "swt-bench", "instance_id": instance_id, "repo": repo });
@@ -219,7 +244,9 @@ fn import_one(v: &Value, id: &str, checkouts: &Checkouts, dir: &Path) -> Result<
 /// Write a case directory's files and load it back.
 fn write_case(dir: &Path, case: &Case, problem: &str, patch: &str, test_patch: &str) -> Result<(), String> {
     let with_newline = |s: &str| if s.ends_with('\n') { s.to_string() } else { format!("{s}\n") };
-    let w = |name: &str, text: &str| std::fs::write(dir.join(name), text).map_err(|e| format!("{}: {e}", dir.join(name).display()));
+    let w = |name: &str, text: &str| {
+        std::fs::write(dir.join(name), text).map_err(|e| format!("{}: {e}", dir.join(name).display()))
+    };
     w("issue.md", &with_newline(problem))?;
     w("gold.patch", &with_newline(patch))?;
     w("test.patch", &with_newline(test_patch))?;
@@ -297,7 +324,10 @@ mod tests {
     fn test_lists_as_lists_or_strings() {
         let want = vec!["tests/test_a.py::test_x".to_string(), "tests/test_a.py::test_y".to_string()];
         assert_eq!(parse_test_list(&json!(["tests/test_a.py::test_x", "tests/test_a.py::test_y"])).unwrap(), want);
-        assert_eq!(parse_test_list(&json!("[\"tests/test_a.py::test_x\", \"tests/test_a.py::test_y\"]")).unwrap(), want);
+        assert_eq!(
+            parse_test_list(&json!("[\"tests/test_a.py::test_x\", \"tests/test_a.py::test_y\"]")).unwrap(),
+            want
+        );
         assert_eq!(parse_test_list(&json!("[]")).unwrap(), Vec::<String>::new());
         assert_eq!(parse_test_list(&json!("")).unwrap(), Vec::<String>::new());
         assert!(parse_test_list(&json!("tests/test_a.py")).unwrap_err().contains("not a JSON list"));

@@ -237,7 +237,10 @@ fn rank_cell(r: Option<usize>) -> String {
 
 fn localize(a: LocalizeArgs) -> anyhow::Result<()> {
     if !a.cases.exists() {
-        return Err(super::with_hint(format!("cases directory {} does not exist", a.cases.display()), Some("give a case directory or a directory of them (reproagent bench import makes them)")));
+        return Err(super::with_hint(
+            format!("cases directory {} does not exist", a.cases.display()),
+            Some("give a case directory or a directory of them (reproagent bench import makes them)"),
+        ));
     }
     let json = a.json;
     let show = |r: &bench::localize::CaseRanks| {
@@ -257,9 +260,13 @@ fn localize(a: LocalizeArgs) -> anyhow::Result<()> {
             ),
         }
     };
-    let ranks = bench::localize::run(&a.cases, &a.only, &show).map_err(|e| super::with_hint(format!("{}: {e}", a.cases.display()), Some("give a readable case directory")))?;
+    let ranks = bench::localize::run(&a.cases, &a.only, &show)
+        .map_err(|e| super::with_hint(format!("{}: {e}", a.cases.display()), Some("give a readable case directory")))?;
     if ranks.is_empty() {
-        return Err(super::with_hint(format!("no cases under {}", a.cases.display()), Some("a case is a directory with a case.json; check --case")));
+        return Err(super::with_hint(
+            format!("no cases under {}", a.cases.display()),
+            Some("a case is a directory with a case.json; check --case"),
+        ));
     }
     let s = bench::localize::summarize(&ranks);
     if json {
@@ -283,7 +290,10 @@ fn model_err(e: ModelError) -> anyhow::Error {
 
 fn run_bench(a: RunArgs) -> anyhow::Result<i32> {
     if !a.suite.exists() {
-        return Err(super::with_hint(format!("suite {} does not exist", a.suite.display()), Some("give a case directory or a directory of them")));
+        return Err(super::with_hint(
+            format!("suite {} does not exist", a.suite.display()),
+            Some("give a case directory or a directory of them"),
+        ));
     }
     // A bad --python stops the run before any case; the cases' own are checked per case.
     if let Some(p) = &a.env.python {
@@ -294,17 +304,32 @@ fn run_bench(a: RunArgs) -> anyhow::Result<i32> {
     let uses_model = matches!(a.adapter, AdapterName::Pipeline | AdapterName::ZeroShot);
     let (source, info) = if !uses_model {
         if a.model.is_some() || a.replay.is_some() {
-            return Err(super::with_hint(format!("--adapter {:?} uses no model", a.adapter).to_lowercase(), Some("drop --model and --replay")));
+            return Err(super::with_hint(
+                format!("--adapter {:?} uses no model", a.adapter).to_lowercase(),
+                Some("drop --model and --replay"),
+            ));
         }
         (ModelSource::None, None)
     } else if let Some(dir) = &a.replay {
         // The model's description comes from any one of the run's cassettes.
-        let info = first_cassette(dir).map(|p| Replayer::open(&p).map(|r| r.describe())).transpose().map_err(model_err)?;
-        let info = info.ok_or_else(|| super::with_hint(format!("{}: no cases/*/cassette.jsonl to replay", dir.display()), Some("give the output directory of a recorded bench run")))?;
-        (ModelSource::Replay(dir.clone()), Some(ModelInfo { endpoint_host: format!("replay:{}", dir.display()), ..info }))
+        let info =
+            first_cassette(dir).map(|p| Replayer::open(&p).map(|r| r.describe())).transpose().map_err(model_err)?;
+        let info = info.ok_or_else(|| {
+            super::with_hint(
+                format!("{}: no cases/*/cassette.jsonl to replay", dir.display()),
+                Some("give the output directory of a recorded bench run"),
+            )
+        })?;
+        (
+            ModelSource::Replay(dir.clone()),
+            Some(ModelInfo { endpoint_host: format!("replay:{}", dir.display()), ..info }),
+        )
     } else {
         let Some(name) = &a.model else {
-            return Err(super::with_hint(format!("--adapter {:?} needs a model", a.adapter).to_lowercase(), Some("give --model NAME (and --base-url), or --replay RUN")));
+            return Err(super::with_hint(
+                format!("--adapter {:?} needs a model", a.adapter).to_lowercase(),
+                Some("give --model NAME (and --base-url), or --replay RUN"),
+            ));
         };
         let config = resolve_from_process(&a.flags.overrides(name), std::path::Path::new(".")).map_err(model_err)?;
         let http: Arc<dyn ChatModel> = Arc::new(HttpModel::new(config));
@@ -315,12 +340,15 @@ fn run_bench(a: RunArgs) -> anyhow::Result<i32> {
         (AdapterName::Gold, _) => Box::new(adapter::Gold),
         (AdapterName::Empty, _) => Box::new(adapter::Empty),
         (AdapterName::Keyfree, _) => Box::new(adapter::KeyFree),
-        (AdapterName::Command, _) => {
-            Box::new(adapter::External { command: a.command.clone().unwrap_or_default(), timeout: Duration::from_secs(a.adapter_timeout) })
-        }
+        (AdapterName::Command, _) => Box::new(adapter::External {
+            command: a.command.clone().unwrap_or_default(),
+            timeout: Duration::from_secs(a.adapter_timeout),
+        }),
         (AdapterName::Pipeline, Some(model)) => Box::new(adapter::Pipeline { model }),
         (AdapterName::ZeroShot, Some(model)) => Box::new(adapter::ZeroShot { model, hits: 5 }),
-        (AdapterName::Pipeline | AdapterName::ZeroShot, None) => anyhow::bail!("--adapter {:?} needs a model", a.adapter),
+        (AdapterName::Pipeline | AdapterName::ZeroShot, None) => {
+            anyhow::bail!("--adapter {:?} needs a model", a.adapter)
+        }
     };
     let name = adapter.info().name;
     let out = a.out.clone().unwrap_or_else(|| {
@@ -370,7 +398,11 @@ fn run_bench(a: RunArgs) -> anyhow::Result<i32> {
 fn case_line(r: &CaseResult) -> String {
     let verdict = match r.status {
         CaseStatus::Scored if r.fail_to_pass => "fail-to-pass".to_string(),
-        CaseStatus::Scored => format!("not fail-to-pass (before {}, after {})", r.before.as_ref().map_or("-", |b| b.status.as_str()), r.after.as_ref().map_or("-", |b| b.status.as_str())),
+        CaseStatus::Scored => format!(
+            "not fail-to-pass (before {}, after {})",
+            r.before.as_ref().map_or("-", |b| b.status.as_str()),
+            r.after.as_ref().map_or("-", |b| b.status.as_str())
+        ),
         CaseStatus::Invalid => "invalid case".into(),
         CaseStatus::AdapterError => "adapter error".into(),
     };
@@ -382,7 +414,12 @@ fn case_line(r: &CaseResult) -> String {
 }
 
 fn first_cassette(dir: &std::path::Path) -> Option<PathBuf> {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir.join("cases")).ok()?.flatten().map(|e| e.path().join("cassette.jsonl")).filter(|p| p.exists()).collect();
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir.join("cases"))
+        .ok()?
+        .flatten()
+        .map(|e| e.path().join("cassette.jsonl"))
+        .filter(|p| p.exists())
+        .collect();
     paths.sort();
     paths.into_iter().next()
 }
@@ -390,7 +427,10 @@ fn first_cassette(dir: &std::path::Path) -> Option<PathBuf> {
 fn validate(a: ValidateArgs) -> anyhow::Result<i32> {
     let cases = case::load_suite(&a.suite).map_err(|e| anyhow::anyhow!("{}: {e}", a.suite.display()))?;
     if cases.is_empty() {
-        return Err(super::with_hint(format!("no case under {}", a.suite.display()), Some("a case is a directory with a case.json")));
+        return Err(super::with_hint(
+            format!("no case under {}", a.suite.display()),
+            Some("a case is a directory with a case.json"),
+        ));
     }
     let mut bad = 0;
     for (dir, c) in &cases {
@@ -436,18 +476,26 @@ fn scorer(sandbox: super::reproduce::SandboxChoice, image: Option<String>, timeo
 
 fn import(a: ImportArgs) -> anyhow::Result<i32> {
     if !a.file.is_file() {
-        return Err(super::with_hint(format!("{} does not exist", a.file.display()), Some("give a JSON or JSON Lines file of SWE-bench / SWT-bench instances")));
+        return Err(super::with_hint(
+            format!("{} does not exist", a.file.display()),
+            Some("give a JSON or JSON Lines file of SWE-bench / SWT-bench instances"),
+        ));
     }
     let checkouts = match (&a.checkout, &a.repos) {
         (Some(c), _) => swt::Checkouts::One(c.clone()),
         (None, Some(r)) => swt::Checkouts::Dir(r.clone()),
-        (None, None) => return Err(super::with_hint("no checkout given".into(), Some("give --checkout DIR or --repos DIR"))),
+        (None, None) => {
+            return Err(super::with_hint("no checkout given".into(), Some("give --checkout DIR or --repos DIR")))
+        }
     };
     let dir = match &checkouts {
         swt::Checkouts::One(d) | swt::Checkouts::Dir(d) => d,
     };
     if !dir.is_dir() {
-        return Err(super::with_hint(format!("{} is not a directory", dir.display()), Some("--checkout is a git checkout; --repos a directory of them named owner__name or name")));
+        return Err(super::with_hint(
+            format!("{} is not a directory", dir.display()),
+            Some("--checkout is a git checkout; --repos a directory of them named owner__name or name"),
+        ));
     }
     let out = a.out.clone().unwrap_or_else(|| {
         let stem = a.file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "instances".into());
@@ -463,7 +511,10 @@ fn import(a: ImportArgs) -> anyhow::Result<i32> {
     let total = r.imported.len() + r.skipped.len();
     println!("{} of {total} instances imported into {} ({} skipped)", r.imported.len(), out.display(), r.skipped.len());
     if r.imported.is_empty() {
-        return Err(super::with_hint(format!("no instance of {} could be imported", a.file.display()), Some("see the reasons above")));
+        return Err(super::with_hint(
+            format!("no instance of {} could be imported", a.file.display()),
+            Some("see the reasons above"),
+        ));
     }
     Ok(0)
 }
@@ -471,7 +522,10 @@ fn import(a: ImportArgs) -> anyhow::Result<i32> {
 fn export(a: ExportArgs) -> anyhow::Result<()> {
     let file = if a.run.is_dir() { a.run.join("run.json") } else { a.run.clone() };
     if !file.is_file() {
-        return Err(super::with_hint(format!("{} does not exist", file.display()), Some("give the output directory of a `reproagent bench run`")));
+        return Err(super::with_hint(
+            format!("{} does not exist", file.display()),
+            Some("give the output directory of a `reproagent bench run`"),
+        ));
     }
     let record = bench::run::load_record(&file).map_err(err)?;
     if !std::path::Path::new(&record.suite).exists() {
@@ -494,16 +548,28 @@ fn export(a: ExportArgs) -> anyhow::Result<()> {
 
 fn mine(a: MineArgs) -> anyhow::Result<()> {
     if !a.repo.is_dir() {
-        return Err(super::with_hint(format!("{} is not a directory", a.repo.display()), Some("give a git repository")));
+        return Err(super::with_hint(
+            format!("{} is not a directory", a.repo.display()),
+            Some("give a git repository"),
+        ));
     }
     if mine::git(&a.repo, &["rev-parse", "--verify", "-q", "HEAD"]).is_err() {
-        return Err(super::with_hint(format!("{} is not a git repository with commits", a.repo.display()), Some("give a directory inside a git work tree whose HEAD has history")));
+        return Err(super::with_hint(
+            format!("{} is not a git repository with commits", a.repo.display()),
+            Some("give a directory inside a git work tree whose HEAD has history"),
+        ));
     }
     if let Some(d) = a.issues.as_ref().filter(|d| !d.is_dir()) {
-        return Err(super::with_hint(format!("--issues {} is not a directory", d.display()), Some("give a directory of <number>.md issue texts")));
+        return Err(super::with_hint(
+            format!("--issues {} is not a directory", d.display()),
+            Some("give a directory of <number>.md issue texts"),
+        ));
     }
     let out = a.out.clone().unwrap_or_else(|| {
-        let name = std::fs::canonicalize(&a.repo).ok().and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned())).unwrap_or_else(|| "repo".into());
+        let name = std::fs::canonicalize(&a.repo)
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "repo".into());
         state_bench_dir().join(format!("mined-{name}"))
     });
     let opts = mine::MineOptions {
@@ -521,11 +587,20 @@ fn mine(a: MineArgs) -> anyhow::Result<()> {
     let mut before = None;
     for s in &r.stages {
         let lost = before.map(|b: usize| b.saturating_sub(s.kept)).unwrap_or(0);
-        rows.push(vec![s.name.clone(), s.kept.to_string(), if before.is_some() { lost.to_string() } else { "-".into() }]);
+        rows.push(vec![
+            s.name.clone(),
+            s.kept.to_string(),
+            if before.is_some() { lost.to_string() } else { "-".into() },
+        ]);
         before = Some(s.kept);
     }
     super::table::print(&["stage".to_string(), "kept".to_string(), "dropped".to_string()], &rows);
-    println!("{} cases in {} (stages and dropped commits: {})", r.cases.len(), out.display(), out.join("mine.json").display());
+    println!(
+        "{} cases in {} (stages and dropped commits: {})",
+        r.cases.len(),
+        out.display(),
+        out.join("mine.json").display()
+    );
     Ok(())
 }
 

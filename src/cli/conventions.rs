@@ -24,11 +24,17 @@ pub struct ConventionsArgs {
 pub fn run(args: ConventionsArgs) -> anyhow::Result<()> {
     let db = crate::store::db_path(&args.repo);
     if !db.exists() {
-        return Err(super::with_hint(format!("{} holds no index", args.repo.display()), Some("run `reproagent index` there first")));
+        return Err(super::with_hint(
+            format!("{} holds no index", args.repo.display()),
+            Some("run `reproagent index` there first"),
+        ));
     }
     for s in &args.suspects {
         if !args.repo.join(s).is_file() {
-            return Err(super::with_hint(format!("suspect {s:?} is not a file under {}", args.repo.display()), Some("give paths relative to the repository root")));
+            return Err(super::with_hint(
+                format!("suspect {s:?} is not a file under {}", args.repo.display()),
+                Some("give paths relative to the repository root"),
+            ));
         }
     }
     let conv = conventions::conventions(&args.repo, &args.suspects);

@@ -88,9 +88,19 @@ fn print_edges(edges: &[Edge], json: bool) -> anyhow::Result<()> {
     }
     let rows: Vec<Vec<String>> = edges
         .iter()
-        .map(|e| vec![e.depth.to_string(), e.caller.clone(), e.callee.clone(), e.line.to_string(), e.how.clone(), format!("{:.2}", e.confidence)])
+        .map(|e| {
+            vec![
+                e.depth.to_string(),
+                e.caller.clone(),
+                e.callee.clone(),
+                e.line.to_string(),
+                e.how.clone(),
+                format!("{:.2}", e.confidence),
+            ]
+        })
         .collect();
-    let h: Vec<String> = ["depth", "caller", "callee", "line", "how", "confidence"].iter().map(|s| s.to_string()).collect();
+    let h: Vec<String> =
+        ["depth", "caller", "callee", "line", "how", "confidence"].iter().map(|s| s.to_string()).collect();
     super::table::print(&h, &rows);
     Ok(())
 }
@@ -164,7 +174,12 @@ pub fn run(args: GraphArgs) -> anyhow::Result<()> {
                 println!("  subclass {s}");
             }
             for m in &c.methods {
-                let over = c.overrides.iter().find(|(x, _)| *x == m.id).map(|(_, a)| format!("  (overrides {a})")).unwrap_or_default();
+                let over = c
+                    .overrides
+                    .iter()
+                    .find(|(x, _)| *x == m.id)
+                    .map(|(_, a)| format!("  (overrides {a})"))
+                    .unwrap_or_default();
                 println!("  {} {}{over}", m.kind, m.id);
             }
             for f in &c.fields {

@@ -58,7 +58,11 @@ pub fn run(args: IndexArgs) -> anyhow::Result<()> {
         threads: args.threads,
         include_vendored: args.include_vendored,
         full: args.full,
-        limits: Limits { max_bytes: args.max_file_bytes, max_parse_time: Duration::from_millis(args.max_parse_ms), max_entities: args.max_entities },
+        limits: Limits {
+            max_bytes: args.max_file_bytes,
+            max_parse_time: Duration::from_millis(args.max_parse_ms),
+            max_entities: args.max_entities,
+        },
         progress: !args.json && std::io::stderr().is_terminal(),
     };
     let summary = index::run(&opts).map_err(|e| super::with_hint(e.to_string(), e.hint()))?;

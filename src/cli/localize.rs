@@ -29,8 +29,9 @@ pub fn run(args: LocalizeArgs) -> anyhow::Result<()> {
     let text = if args.issue.as_os_str() == "-" {
         std::io::read_to_string(std::io::stdin())?
     } else {
-        std::fs::read_to_string(&args.issue)
-            .map_err(|e| super::with_hint(format!("{}: {e}", args.issue.display()), Some("give the path of the issue text")))?
+        std::fs::read_to_string(&args.issue).map_err(|e| {
+            super::with_hint(format!("{}: {e}", args.issue.display()), Some("give the path of the issue text"))
+        })?
     };
     let graph = store::open(&store::db_path(&args.repo)).map_err(|e| super::with_hint(e.to_string(), e.hint()))?;
     let search = match SearchIndex::open(&args.repo) {
@@ -40,7 +41,8 @@ pub fn run(args: LocalizeArgs) -> anyhow::Result<()> {
             None
         }
     };
-    let loc = localize::localize(&graph, search.as_ref(), &text, args.limit).map_err(|e| super::with_hint(e.to_string(), e.hint()))?;
+    let loc = localize::localize(&graph, search.as_ref(), &text, args.limit)
+        .map_err(|e| super::with_hint(e.to_string(), e.hint()))?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&loc)?);
         return Ok(());
@@ -55,7 +57,16 @@ pub fn run(args: LocalizeArgs) -> anyhow::Result<()> {
     }
     println!("entities:");
     for (i, e) in loc.entities.iter().enumerate() {
-        println!("{:>3}. {:>6.2}  {}  ({}:{}-{}) — {}", i + 1, e.score, e.entity.as_deref().unwrap_or(""), e.file, e.start_line, e.end_line, e.reason);
+        println!(
+            "{:>3}. {:>6.2}  {}  ({}:{}-{}) — {}",
+            i + 1,
+            e.score,
+            e.entity.as_deref().unwrap_or(""),
+            e.file,
+            e.start_line,
+            e.end_line,
+            e.reason
+        );
     }
     Ok(())
 }

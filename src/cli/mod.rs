@@ -98,7 +98,9 @@ fn quiet_broken_pipe() {
 
 /// Print an error chain on one line; a broken pipe (`reproagent ... | head`) is not an error.
 fn report(e: &anyhow::Error) -> i32 {
-    if e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)) {
+    if e.chain()
+        .any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
+    {
         return 0;
     }
     let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();
@@ -158,7 +160,11 @@ pub struct EnvFlags {
 
 impl EnvFlags {
     pub fn options(&self) -> crate::sandbox::env::EnvOptions {
-        crate::sandbox::env::EnvOptions { python: self.python.clone(), workdir: self.workdir.clone(), activate: self.activate.clone() }
+        crate::sandbox::env::EnvOptions {
+            python: self.python.clone(),
+            workdir: self.workdir.clone(),
+            activate: self.activate.clone(),
+        }
     }
 
     /// Resolve the environment for `repo` once, and say it (on stderr).

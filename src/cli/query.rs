@@ -42,9 +42,12 @@ pub(crate) fn parse_params(raw: &[String]) -> anyhow::Result<BTreeMap<String, Da
             anyhow::bail!("--param {p:?}: the name must be letters, digits and _");
         }
         let value = match serde_json::from_str::<serde_json::Value>(v) {
-            Ok(j @ (serde_json::Value::Number(_) | serde_json::Value::Bool(_) | serde_json::Value::Null | serde_json::Value::String(_))) => {
-                DataValue::from(j)
-            }
+            Ok(
+                j @ (serde_json::Value::Number(_)
+                | serde_json::Value::Bool(_)
+                | serde_json::Value::Null
+                | serde_json::Value::String(_)),
+            ) => DataValue::from(j),
             _ => DataValue::from(v),
         };
         out.insert(k.to_string(), value);
@@ -69,7 +72,8 @@ pub fn run(args: QueryArgs) -> anyhow::Result<()> {
     }
     let params = parse_params(&args.params)?;
     let store = store::open(&store::db_path(&args.repo)).map_err(|e| super::with_hint(e.to_string(), e.hint()))?;
-    let bounds = store::bounded::QueryBounds { timeout: std::time::Duration::from_secs(args.timeout), ..Default::default() };
+    let bounds =
+        store::bounded::QueryBounds { timeout: std::time::Duration::from_secs(args.timeout), ..Default::default() };
     let rows = store.query_bounded(&args.script, params, &bounds).map_err(|e| {
         super::with_hint(format!("query: {e}"), Some("`reproagent schema` lists the relations and their columns"))
     })?;

@@ -72,20 +72,27 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<i32> {
 }
 
 fn run_request(args: &ReproduceArgs) -> anyhow::Result<i32> {
-    let text = std::fs::read_to_string(&args.issue)
-        .map_err(|e| super::with_hint(format!("{}: {e}", args.issue.display()), Some("give the path of the issue text")))?;
+    let text = std::fs::read_to_string(&args.issue).map_err(|e| {
+        super::with_hint(format!("{}: {e}", args.issue.display()), Some("give the path of the issue text"))
+    })?;
     let sandbox = match args.sandbox {
         SandboxChoice::Auto => Choice::Auto,
         SandboxChoice::Docker => Choice::Docker,
         SandboxChoice::Local => Choice::Local,
     };
     if !args.repo.is_dir() {
-        return Err(super::with_hint(format!("{} is not a directory", args.repo.display()), Some("pass the repository root with -C")));
+        return Err(super::with_hint(
+            format!("{} is not a directory", args.repo.display()),
+            Some("pass the repository root with -C"),
+        ));
     }
     // Both modes start from the index: without one, stop before anything is said or made.
     let db = crate::store::db_path(&args.repo);
     if !db.is_file() {
-        return Err(super::with_hint(format!("no index at {}", db.display()), Some("run `reproagent index` in the repository first")));
+        return Err(super::with_hint(
+            format!("no index at {}", db.display()),
+            Some("run `reproagent index` in the repository first"),
+        ));
     }
     // Once per run, said before it starts; a bad --python stops here.
     let environment = args.env.resolve(&args.repo)?;
@@ -114,7 +121,8 @@ fn run_request(args: &ReproduceArgs) -> anyhow::Result<i32> {
 fn resume_dir(args: &ReproduceArgs) -> anyhow::Result<Option<PathBuf>> {
     let Some(r) = &args.resume else { return Ok(None) };
     let direct = PathBuf::from(r);
-    let dir = if direct.join("outcome.json").exists() { direct } else { args.repo.join(".reproagent").join("runs").join(r) };
+    let dir =
+        if direct.join("outcome.json").exists() { direct } else { args.repo.join(".reproagent").join("runs").join(r) };
     if !dir.join("outcome.json").exists() {
         return Err(super::with_hint(
             format!("--resume {r}: no run there"),

@@ -80,7 +80,11 @@ pub fn run(args: SandboxArgs) -> anyhow::Result<()> {
         // Before the runtime's threads exist: Ctrl-C and SIGTERM remove the sandbox.
         crate::sandbox::interrupt::install().map_err(|e| anyhow::anyhow!("installing the signal handler: {e}"))?;
     }
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting the async runtime")?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
     rt.block_on(async move {
         match args.command {
             SandboxCommand::Prepare(p) => prepare(p, args.json).await,
@@ -142,7 +146,11 @@ async fn exec(args: ExecArgs, json: bool) -> anyhow::Result<()> {
     }
     // Refuse before anything starts, with the reason.
     if let Err(r) = policy::check_argv(&args.cmd, args.env.workdir.as_deref().unwrap_or(docker::WORKDIR)) {
-        bail!("refused: {} (hint: rule `{}`; the sandbox runs tests offline inside the repository copy)", r.reason, r.rule);
+        bail!(
+            "refused: {} (hint: rule `{}`; the sandbox runs tests offline inside the repository copy)",
+            r.reason,
+            r.rule
+        );
     }
     let opened = sandbox::open(choice, config).await.context("opening the sandbox")?;
     eprintln!("sandbox: {}", opened.reason);
@@ -164,7 +172,10 @@ async fn exec(args: ExecArgs, json: bool) -> anyhow::Result<()> {
         print!("{}", out.stdout);
         eprint!("{}", out.stderr);
         if out.truncated {
-            eprintln!("(output truncated: {} bytes of stdout, {} of stderr in all)", out.stdout_bytes, out.stderr_bytes);
+            eprintln!(
+                "(output truncated: {} bytes of stdout, {} of stderr in all)",
+                out.stdout_bytes, out.stderr_bytes
+            );
         }
         if out.timed_out {
             eprintln!("timed out after {}s; the process tree was killed", args.timeout);
@@ -189,10 +200,15 @@ async fn clean(json: bool) -> anyhow::Result<()> {
     if json {
         let containers = docker.as_ref().ok().cloned().unwrap_or_default();
         let docker_error = docker.as_ref().err().map(|e| e.to_string());
-        println!("{}", serde_json::json!({ "removed": containers, "local": local, "errors": errors, "docker_error": docker_error }));
+        println!(
+            "{}",
+            serde_json::json!({ "removed": containers, "local": local, "errors": errors, "docker_error": docker_error })
+        );
     } else {
         match &docker {
-            Ok(removed) if removed.is_empty() => println!("no sandbox containers left behind (those of live runs are kept)"),
+            Ok(removed) if removed.is_empty() => {
+                println!("no sandbox containers left behind (those of live runs are kept)")
+            }
             Ok(removed) => removed.iter().for_each(|r| println!("removed {r}")),
             Err(e) => println!("docker: not reachable ({e}); only local copies cleaned"),
         }

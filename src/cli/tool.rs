@@ -31,8 +31,9 @@ pub fn run(a: ToolArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let name = a.name.unwrap_or_default();
-    let args: serde_json::Value = serde_json::from_str(&a.args)
-        .map_err(|e| super::with_hint(format!("arguments are not JSON: {e}"), Some("pass one JSON object, e.g. '{\"path\": \".\"}'")))?;
+    let args: serde_json::Value = serde_json::from_str(&a.args).map_err(|e| {
+        super::with_hint(format!("arguments are not JSON: {e}"), Some("pass one JSON object, e.g. '{\"path\": \".\"}'"))
+    })?;
     let ctx = ToolContext::new(&a.repo).map_err(|e| super::with_hint(e.to_string(), e.hint().as_deref()))?;
     let out = registry.call(&ctx, &name, args);
     println!("{}", serde_json::to_string_pretty(&out.value)?);

@@ -44,9 +44,8 @@ pub(crate) fn params(method: Node, src: &str) -> (Vec<String>, bool) {
             }
             "spread_parameter" => {
                 let mut c2 = p.walk();
-                let ty = p
-                    .named_children(&mut c2)
-                    .find(|n| n.kind() != "modifiers" && n.kind() != "variable_declarator");
+                let ty =
+                    p.named_children(&mut c2).find(|n| n.kind() != "modifiers" && n.kind() != "variable_declarator");
                 if let Some(t) = ty {
                     out.push(format!("{}...", strip_generics(text(t, src))));
                     varargs = true;

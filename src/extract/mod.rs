@@ -206,7 +206,11 @@ impl Default for Limits {
     fn default() -> Self {
         // 4 MiB keeps hand-written giants (TypeScript's checker.ts is 2.7 MiB) and leaves out
         // generated bundles.
-        Limits { max_bytes: 4 * 1024 * 1024, max_parse_time: Duration::from_secs(5), max_entities: DEFAULT_MAX_ENTITIES }
+        Limits {
+            max_bytes: 4 * 1024 * 1024,
+            max_parse_time: Duration::from_secs(5),
+            max_entities: DEFAULT_MAX_ENTITIES,
+        }
     }
 }
 
@@ -240,10 +244,13 @@ pub struct Compiled {
 /// threads: compiling all four costs about as much as an incremental run's resolution,
 /// and most repositories need one or two. Index by [`grammar_slot`].
 fn compiled(slot: usize) -> &'static Result<Compiled, String> {
-    static ALL: [OnceLock<Result<Compiled, String>>; 4] = [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    static ALL: [OnceLock<Result<Compiled, String>>; 4] =
+        [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
     ALL[slot].get_or_init(|| {
         let dir = std::env::var_os("REPROAGENT_QUERIES").map(std::path::PathBuf::from);
-        let (lang, sample) = [(Lang::Python, "a.py"), (Lang::TypeScript, "a.ts"), (Lang::TypeScript, "a.tsx"), (Lang::Java, "a.java")][slot];
+        let (lang, sample) =
+            [(Lang::Python, "a.py"), (Lang::TypeScript, "a.ts"), (Lang::TypeScript, "a.tsx"), (Lang::Java, "a.java")]
+                [slot];
         compile(lang, sample, dir.as_deref())
     })
 }
@@ -347,25 +354,17 @@ impl Extractor {
             Ok(c) => c,
             Err(e) => return Err(skip(format!("query does not compile: {e}"))),
         };
-        self.parser
-            .set_language(&lang.ts_language(rel))
-            .map_err(|e| skip(format!("grammar: {e}")))?;
+        self.parser.set_language(&lang.ts_language(rel)).map_err(|e| skip(format!("grammar: {e}")))?;
         let started = Instant::now();
         let budget = self.limits.max_parse_time;
         let mut over_budget = |_: &tree_sitter::ParseState| started.elapsed() > budget;
         let opts = tree_sitter::ParseOptions::new().progress_callback(&mut over_budget);
         let len = bytes.len();
-        let tree = self.parser.parse_with_options(
-            &mut |i, _| if i < len { &bytes[i..] } else { &[] },
-            None,
-            Some(opts),
-        );
+        let tree =
+            self.parser.parse_with_options(&mut |i, _| if i < len { &bytes[i..] } else { &[] }, None, Some(opts));
         let Some(tree) = tree else {
             self.parser.reset();
-            return Err(skip(format!(
-                "parse time budget exceeded: over {} ms (--max-parse-ms)",
-                budget.as_millis()
-            )));
+            return Err(skip(format!("parse time budget exceeded: over {} ms (--max-parse-ms)", budget.as_millis())));
         };
         Ok(build_facts(rel, lang, src, hash, &tree, compiled, self.limits.max_entities))
     }
@@ -384,9 +383,16 @@ pub fn decode_source(bytes: &[u8]) -> Result<std::borrow::Cow<'_, str>, String> 
         if rest.len() % 2 != 0 {
             return Err(format!("{name} with an odd number of bytes ({})", bytes.len()));
         }
-        let units = rest.chunks_exact(2).map(|c| if big { u16::from_be_bytes([c[0], c[1]]) } else { u16::from_le_bytes([c[0], c[1]]) });
+        let units = rest.chunks_exact(2).map(|c| {
+            if big {
+                u16::from_be_bytes([c[0], c[1]])
+            } else {
+                u16::from_le_bytes([c[0], c[1]])
+            }
+        });
         let text: Result<String, _> = char::decode_utf16(units).collect();
-        let text = text.map_err(|e| format!("{name} that does not decode: unpaired surrogate {:#06x}", e.unpaired_surrogate()))?;
+        let text = text
+            .map_err(|e| format!("{name} that does not decode: unpaired surrogate {:#06x}", e.unpaired_surrogate()))?;
         if text.contains('\0') {
             return Err(format!("binary: {name} with a NUL character"));
         }
@@ -467,7 +473,15 @@ impl Chain {
     }
 }
 
-fn build_facts(rel: &str, lang: Lang, src: &str, hash: String, tree: &tree_sitter::Tree, c: &Compiled, max_entities: usize) -> FileFacts {
+fn build_facts(
+    rel: &str,
+    lang: Lang,
+    src: &str,
+    hash: String,
+    tree: &tree_sitter::Tree,
+    c: &Compiled,
+    max_entities: usize,
+) -> FileFacts {
     let root = tree.root_node();
     let desc = lang.descriptor();
     let is_test = is_test_path(&desc.tests, rel);
@@ -587,18 +601,18 @@ fn build_facts(rel: &str, lang: Lang, src: &str, hash: String, tree: &tree_sitte
         let mut kind = d.kind;
         match lang {
             Lang::Python if kind == Kind::Function && parent_kind == Kind::Class => kind = Kind::Method,
-            Lang::TypeScript if kind == Kind::Field
-                && d.value.is_some_and(|v| matches!(v.kind(), "arrow_function" | "function_expression" | "function")) => {
-                    kind = Kind::Method;
-                }
+            Lang::TypeScript
+                if kind == Kind::Field
+                    && d.value
+                        .is_some_and(|v| matches!(v.kind(), "arrow_function" | "function_expression" | "function")) =>
+            {
+                kind = Kind::Method;
+            }
             Lang::TypeScript if kind == Kind::Function && parent_kind.is_type() => kind = Kind::Method,
             _ => {}
         }
-        let (params, varargs) = if lang == Lang::Java && kind == Kind::Method {
-            java::params(d.node, src)
-        } else {
-            (Vec::new(), false)
-        };
+        let (params, varargs) =
+            if lang == Lang::Java && kind == Kind::Method { java::params(d.node, src) } else { (Vec::new(), false) };
         // The chain is built from the parent's names: its id's suffixes (#2, Java
         // parameters) are not part of it.
         let own_chain = chains[parent as usize].child(&d.name);
@@ -707,11 +721,8 @@ fn build_facts(rel: &str, lang: Lang, src: &str, hash: String, tree: &tree_sitte
     imports.dedup();
 
     let var_owners = owners_of(&raw_vars.iter().map(|v| v.0.start_byte()).collect::<Vec<_>>());
-    let mut vars: Vec<Var> = raw_vars
-        .into_iter()
-        .zip(var_owners)
-        .map(|((_, name, ty), owner)| Var { owner, name, ty })
-        .collect();
+    let mut vars: Vec<Var> =
+        raw_vars.into_iter().zip(var_owners).map(|((_, name, ty), owner)| Var { owner, name, ty }).collect();
     vars.sort_by(|a, b| (a.owner, &a.name, &a.ty).cmp(&(b.owner, &b.name, &b.ty)));
     vars.dedup();
 
@@ -844,11 +855,8 @@ fn comment_doc(node: Node, src: &str) -> String {
         return String::new();
     }
     let body = t.trim_start_matches("/**").trim_end_matches("*/");
-    let lines: Vec<&str> = body
-        .lines()
-        .map(|l| l.trim().trim_start_matches('*').trim())
-        .filter(|l| !l.is_empty())
-        .collect();
+    let lines: Vec<&str> =
+        body.lines().map(|l| l.trim().trim_start_matches('*').trim()).filter(|l| !l.is_empty()).collect();
     truncate(lines.join("\n"), 2000)
 }
 
@@ -894,7 +902,8 @@ mod tests {
         assert_eq!(f.entities[1].bases, vec!["B", "mod.C"]);
         assert_eq!(f.entities[3].doc, "Doc.");
         assert_eq!(f.entities[3].qname, "pkg.m.A.f");
-        let calls: Vec<_> = f.calls.iter().map(|c| (c.owner, c.line, c.name.as_str(), c.receiver.as_str(), c.args)).collect();
+        let calls: Vec<_> =
+            f.calls.iter().map(|c| (c.owner, c.line, c.name.as_str(), c.receiver.as_str(), c.args)).collect();
         assert_eq!(calls, vec![(3, 7, "g", "", 0), (3, 8, "h", "self", 2)]);
     }
 

@@ -36,11 +36,8 @@ fn first_string(block: Node, src: &str) -> String {
         return String::new();
     }
     let mut c2 = s.walk();
-    let content: String = s
-        .named_children(&mut c2)
-        .filter(|n| n.kind() == "string_content")
-        .map(|n| text(n, src))
-        .collect();
+    let content: String =
+        s.named_children(&mut c2).filter(|n| n.kind() == "string_content").map(|n| text(n, src)).collect();
     truncate(dedent(&content), 2000)
 }
 
@@ -57,7 +54,14 @@ pub(crate) fn imports(node: Node, src: &str, out: &mut Vec<Import>) {
         "import_statement" => {
             for n in node.children_by_field_name("name", &mut c) {
                 let (module, alias) = name_and_alias(n, src);
-                out.push(Import { line, module, name: String::new(), alias, kind: ImportKind::Module, is_static: false });
+                out.push(Import {
+                    line,
+                    module,
+                    name: String::new(),
+                    alias,
+                    kind: ImportKind::Module,
+                    is_static: false,
+                });
             }
         }
         "import_from_statement" => {
@@ -67,7 +71,14 @@ pub(crate) fn imports(node: Node, src: &str, out: &mut Vec<Import>) {
             for n in node.children_by_field_name("name", &mut c) {
                 any = true;
                 let (name, alias) = name_and_alias(n, src);
-                out.push(Import { line, module: module.clone(), name, alias, kind: ImportKind::Name, is_static: false });
+                out.push(Import {
+                    line,
+                    module: module.clone(),
+                    name,
+                    alias,
+                    kind: ImportKind::Name,
+                    is_static: false,
+                });
             }
             let mut c2 = node.walk();
             if !any && node.named_children(&mut c2).any(|n| n.kind() == "wildcard_import") {

@@ -51,7 +51,8 @@ pub(crate) fn imports(node: Node, src: &str, out: &mut Vec<Import>) {
                         "named_imports" => {
                             let mut c3 = part.walk();
                             for spec in part.named_children(&mut c3).filter(|n| n.kind() == "import_specifier") {
-                                let name = spec.child_by_field_name("name").map(|n| string_value(n, src)).unwrap_or_default();
+                                let name =
+                                    spec.child_by_field_name("name").map(|n| string_value(n, src)).unwrap_or_default();
                                 let alias = spec.child_by_field_name("alias").map(|n| text(n, src)).unwrap_or("");
                                 push(out, line, &module, &name, alias, ImportKind::Name);
                             }
@@ -73,8 +74,10 @@ pub(crate) fn imports(node: Node, src: &str, out: &mut Vec<Import>) {
                         any = true;
                         let mut c2 = part.walk();
                         for spec in part.named_children(&mut c2).filter(|n| n.kind() == "export_specifier") {
-                            let name = spec.child_by_field_name("name").map(|n| string_value(n, src)).unwrap_or_default();
-                            let alias = spec.child_by_field_name("alias").map(|n| string_value(n, src)).unwrap_or_default();
+                            let name =
+                                spec.child_by_field_name("name").map(|n| string_value(n, src)).unwrap_or_default();
+                            let alias =
+                                spec.child_by_field_name("alias").map(|n| string_value(n, src)).unwrap_or_default();
                             push(out, line, &module, &name, &alias, ImportKind::ReExport);
                         }
                     }

@@ -175,7 +175,8 @@ pub fn resolve_entity(store: &Store, name: &str) -> Result<String, GraphError> {
         return Ok(name.to_string());
     }
     let hits = find(store, name, None, 50)?;
-    let exact: Vec<&EntityInfo> = hits.iter().filter(|e| e.name == name || e.qname == name || e.qname.ends_with(&format!(".{name}"))).collect();
+    let exact: Vec<&EntityInfo> =
+        hits.iter().filter(|e| e.name == name || e.qname == name || e.qname.ends_with(&format!(".{name}"))).collect();
     match exact.len() {
         1 => Ok(exact[0].id.clone()),
         0 => Err(GraphError::NotFound { name: name.to_string(), nearest: nearest(store, name, 5)? }),
@@ -246,7 +247,10 @@ pub fn walk_within(
         }
         let left = time.saturating_sub(started.elapsed());
         let stop = |out: &mut Walk, why: String| {
-            out.truncated = Some(format!("{why}: the {} nearest edges are shown; ask for a smaller depth or a higher min_confidence", out.edges.len()));
+            out.truncated = Some(format!(
+                "{why}: the {} nearest edges are shown; ask for a smaller depth or a higher min_confidence",
+                out.edges.len()
+            ));
         };
         if left.is_zero() {
             stop(&mut out, format!("stopped at depth {level} of {depth} after {} s", time.as_secs()));
@@ -254,7 +258,8 @@ pub fn walk_within(
         }
         let ids = DataValue::List(frontier.iter().map(|i| DataValue::from(i.as_str())).collect());
         let bounds = crate::store::bounded::QueryBounds { timeout: left, ..Default::default() };
-        let r = match store.query_bounded(script, params(&[("ids", ids), ("min", DataValue::from(min_conf))]), &bounds) {
+        let r = match store.query_bounded(script, params(&[("ids", ids), ("min", DataValue::from(min_conf))]), &bounds)
+        {
             Ok(r) => r,
             Err(e) if started.elapsed() >= time => {
                 let _ = e;
@@ -298,7 +303,14 @@ pub fn walk_within(
 
 /// Call chains from `from` to `to` of at most `max_depth` edges, shortest first, at most
 /// `limit` of them. Each chain is the list of edges along it.
-pub fn paths(store: &Store, from: &str, to: &str, max_depth: usize, min_conf: f64, limit: usize) -> Result<Vec<Vec<Edge>>, GraphError> {
+pub fn paths(
+    store: &Store,
+    from: &str,
+    to: &str,
+    max_depth: usize,
+    min_conf: f64,
+    limit: usize,
+) -> Result<Vec<Vec<Edge>>, GraphError> {
     Ok(paths_bounded(store, from, to, max_depth, min_conf, limit)?.0)
 }
 
@@ -340,7 +352,9 @@ pub fn paths_bounded(
     while let Some(si) = queue.pop_front() {
         let (last, _, len) = steps[si];
         if last.callee == to {
-            found.push(chain_of(&steps, si).into_iter().enumerate().map(|(i, e)| Edge { depth: i as i64 + 1, ..e }).collect());
+            found.push(
+                chain_of(&steps, si).into_iter().enumerate().map(|(i, e)| Edge { depth: i as i64 + 1, ..e }).collect(),
+            );
             if found.len() >= limit {
                 break;
             }
@@ -495,6 +509,9 @@ pub fn imports(store: &Store, file: &str) -> Result<ImportsInfo, GraphError> {
 
 /// Tests that reach an entity (the `test_of` relation).
 pub fn tests_for(store: &Store, id: &str) -> Result<Vec<String>, GraphError> {
-    let r = store.query("?[test] := *test_of:by_target{target: $id, test} :order test", params(&[("id", DataValue::from(id))]))?;
+    let r = store.query(
+        "?[test] := *test_of:by_target{target: $id, test} :order test",
+        params(&[("id", DataValue::from(id))]),
+    )?;
     Ok(r.rows.iter().map(|x| str_of(&x[0])).collect())
 }

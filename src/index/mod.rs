@@ -16,9 +16,9 @@ use serde::Serialize;
 use thiserror::Error;
 
 use crate::extract::{content_hash, Extractor, FileFacts, Limits, Skip};
-use crate::search::{self, SearchDoc};
 use crate::lang::Lang;
 use crate::resolve::{resolve, Counts, Rows};
+use crate::search::{self, SearchDoc};
 use crate::store::{self, StoreError};
 
 /// Directories skipped unless `include_vendored` is set. `.git` and `.reproagent` are
@@ -167,7 +167,9 @@ pub fn walk(root: &Path, include_vendored: bool) -> (Vec<SourceFile>, Vec<Skip>)
                 if let Err(why) = crate::confine::resolve_inside(&canon_w, e.path()) {
                     if let Ok(mut r) = refused_w.lock() {
                         let reason = match why {
-                            crate::confine::Refused::Dangling | crate::confine::Refused::Missing => "broken symlink".to_string(),
+                            crate::confine::Refused::Dangling | crate::confine::Refused::Missing => {
+                                "broken symlink".to_string()
+                            }
                             other => other.to_string(),
                         };
                         r.push(Skip { path: rel_path(&root_w, e.path()), reason });
@@ -294,7 +296,13 @@ impl IndexLock {
         let dir = root.join(".reproagent");
         std::fs::create_dir_all(&dir).map_err(StoreError::Io)?;
         let path = dir.join("index.lock");
-        let mut f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(StoreError::Io)?;
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(StoreError::Io)?;
         // SAFETY: flock on a descriptor we own.
         if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             let mut holder = String::new();
@@ -358,7 +366,8 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
         None => (None, Vec::new()),
     };
     // Unchanged files' facts are moved, not copied, into this run's list.
-    let old_by_path: HashMap<&str, (usize, &str)> = old_facts.iter().enumerate().map(|(i, f)| (f.path.as_str(), (i, f.hash.as_str()))).collect();
+    let old_by_path: HashMap<&str, (usize, &str)> =
+        old_facts.iter().enumerate().map(|(i, f)| (f.path.as_str(), (i, f.hash.as_str()))).collect();
 
     let (files, mut skipped) = walk(&root, opts.include_vendored);
     let pool = pool(opts.threads)?;
@@ -451,11 +460,15 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
                 }
                 ("unchanged", 0, counts)
             } else {
-                let changed: Vec<&FileFacts> = new_facts.iter().zip(&fresh).filter(|(_, &f)| f).map(|(f, _)| f).collect();
+                let changed: Vec<&FileFacts> =
+                    new_facts.iter().zip(&fresh).filter(|(_, &f)| f).map(|(f, _)| f).collect();
                 let (old_rows, new_rows, counts) = match stored {
                     Some(mut counts) => {
-                        let paths: BTreeSet<&str> =
-                            changed.iter().map(|f| f.path.as_str()).chain(old_changed.iter().map(|f| f.path.as_str())).collect();
+                        let paths: BTreeSet<&str> = changed
+                            .iter()
+                            .map(|f| f.path.as_str())
+                            .chain(old_changed.iter().map(|f| f.path.as_str()))
+                            .collect();
                         let (old_part, new_part) = resolve_affected(&store, old_refs, &new_facts, &paths)?;
                         counts.add(&Counts::of(&old_part), -1);
                         counts.add(&Counts::of(&new_part), 1);
@@ -504,10 +517,12 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
                 });
                 let t = Instant::now();
                 let facts = store::encode_facts(&new_facts.iter().collect::<Vec<_>>());
-                let graph = store::write_full(&db_path, &root, &new_rows, &facts, &digest, &counts).map(|_| t.elapsed().as_secs_f64());
+                let graph = store::write_full(&db_path, &root, &new_rows, &facts, &digest, &counts)
+                    .map(|_| t.elapsed().as_secs_f64());
                 (graph, text.join())
             });
-            let text = text.map_err(|_| IndexError::Store(StoreError::Db("the keyword index writer panicked".into())))?;
+            let text =
+                text.map_err(|_| IndexError::Store(StoreError::Db("the keyword index writer panicked".into())))?;
             phases.insert("3 graph store".into(), graph?);
             phases.insert("4 keyword store".into(), text?);
             mark("3+4 stores, at once", &mut phases);
@@ -545,7 +560,12 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
 /// reach can pass through them. Tests are found by walking the stored graph backwards
 /// from the affected files' entities; their new reach walks the new rows where the
 /// affected files are, and the stored graph (unchanged there) elsewhere.
-fn resolve_affected(store: &store::Store, old: Vec<&FileFacts>, new: &[FileFacts], changed: &BTreeSet<&str>) -> Result<(Rows, Rows), IndexError> {
+fn resolve_affected(
+    store: &store::Store,
+    old: Vec<&FileFacts>,
+    new: &[FileFacts],
+    changed: &BTreeSet<&str>,
+) -> Result<(Rows, Rows), IndexError> {
     use crate::resolve::{affected, resolve_files, test_reach, World, TEST_REACH_CONFIDENCE, TEST_REACH_DEPTH};
     let (old_w, new_w) = (World::of(old), World::new(new));
     let (old, new) = (&old_w.files, &new_w.files);
@@ -576,7 +596,10 @@ fn resolve_affected(store: &store::Store, old: Vec<&FileFacts>, new: &[FileFacts
         }
     }
     let part_tests = |facts: &[&FileFacts], which: &[u32]| -> BTreeSet<String> {
-        which.iter().flat_map(|&i| facts[i as usize].entities.iter().filter(|e| e.is_test).map(|e| e.id.clone())).collect()
+        which
+            .iter()
+            .flat_map(|&i| facts[i as usize].entities.iter().filter(|e| e.is_test).map(|e| e.id.clone()))
+            .collect()
     };
     touched.extend(part_tests(old, &ao).symmetric_difference(&part_tests(new, &an)).cloned());
     if touched.is_empty() {
@@ -601,7 +624,8 @@ fn resolve_affected(store: &store::Store, old: Vec<&FileFacts>, new: &[FileFacts
     let affected_tests: Vec<&str> =
         candidates.iter().map(String::as_str).filter(|c| old_tests.contains(*c) || new_tests.contains(*c)).collect();
     old_part.test_of = store.test_of_rows(&affected_tests)?;
-    let local: HashMap<&str, Vec<String>> = sure_new.iter().map(|(k, v)| (k.as_str(), v.iter().cloned().collect())).collect();
+    let local: HashMap<&str, Vec<String>> =
+        sure_new.iter().map(|(k, v)| (k.as_str(), v.iter().cloned().collect())).collect();
     let in_new_part: HashSet<String> = ids(new, &an).into_iter().collect();
     let still_tests: Vec<&str> = affected_tests.iter().copied().filter(|t| new_tests.contains(*t)).collect();
     new_part.test_of = test_reach(&still_tests, |batch| {
@@ -628,7 +652,10 @@ fn rebuild_search(root: &Path, facts: &[FileFacts], digest: &str, threads: usize
     let docs: Vec<SearchDoc> = facts
         .par_iter()
         .flat_map_iter(|f| {
-            let text = crate::confine::read_regular(root, &root.join(&f.path)).ok().and_then(|b| crate::extract::decode_source(&b).ok().map(|t| t.into_owned())).unwrap_or_default();
+            let text = crate::confine::read_regular(root, &root.join(&f.path))
+                .ok()
+                .and_then(|b| crate::extract::decode_source(&b).ok().map(|t| t.into_owned()))
+                .unwrap_or_default();
             search::docs_for(f, &text)
         })
         .collect();

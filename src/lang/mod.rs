@@ -98,9 +98,7 @@ impl Lang {
     pub fn of_path(path: &Path) -> Option<Lang> {
         let ext = path.extension()?.to_str()?;
         let ext = ext.to_ascii_lowercase();
-        Lang::all()
-            .into_iter()
-            .find(|l| l.descriptor().extensions.contains(&ext))
+        Lang::all().into_iter().find(|l| l.descriptor().extensions.contains(&ext))
     }
 
     /// The tree-sitter grammar for a file of this language.
@@ -160,8 +158,7 @@ mod tests {
             assert_eq!(d.name, lang.name());
             let q = lang.tags_query(None).unwrap();
             for path in ["a.ts", "a.tsx"] {
-                tree_sitter::Query::new(&lang.ts_language(path), &q)
-                    .unwrap_or_else(|e| panic!("{}: {e}", lang.name()));
+                tree_sitter::Query::new(&lang.ts_language(path), &q).unwrap_or_else(|e| panic!("{}: {e}", lang.name()));
             }
         }
     }

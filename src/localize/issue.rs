@@ -49,12 +49,8 @@ pub fn read(text: &str) -> IssueFacts {
     let mut f = IssueFacts::default();
     let (prose, blocks) = split_code_blocks(text);
     f.code_blocks = blocks;
-    f.title = text
-        .lines()
-        .map(|l| l.trim().trim_start_matches('#').trim())
-        .find(|l| !l.is_empty())
-        .unwrap_or("")
-        .to_string();
+    f.title =
+        text.lines().map(|l| l.trim().trim_start_matches('#').trim()).find(|l| !l.is_empty()).unwrap_or("").to_string();
     // Frames and exceptions anywhere (tracebacks are often pasted without fences).
     let lines: Vec<&str> = text.lines().collect();
     for (i, line) in lines.iter().enumerate() {
@@ -214,10 +210,60 @@ fn inline_code(prose: &str) -> Vec<String> {
 }
 
 const KEYWORDS: &[&str] = &[
-    "def", "class", "return", "import", "from", "self", "None", "True", "False", "and", "or", "not", "in", "is", "if",
-    "else", "elif", "for", "while", "with", "as", "try", "except", "raise", "assert", "lambda", "pass", "print", "new",
-    "this", "const", "let", "var", "function", "public", "private", "static", "void", "int", "long", "String", "null",
-    "true", "false", "await", "async", "yield", "Traceback", "File", "line", "most", "recent", "call", "last",
+    "def",
+    "class",
+    "return",
+    "import",
+    "from",
+    "self",
+    "None",
+    "True",
+    "False",
+    "and",
+    "or",
+    "not",
+    "in",
+    "is",
+    "if",
+    "else",
+    "elif",
+    "for",
+    "while",
+    "with",
+    "as",
+    "try",
+    "except",
+    "raise",
+    "assert",
+    "lambda",
+    "pass",
+    "print",
+    "new",
+    "this",
+    "const",
+    "let",
+    "var",
+    "function",
+    "public",
+    "private",
+    "static",
+    "void",
+    "int",
+    "long",
+    "String",
+    "null",
+    "true",
+    "false",
+    "await",
+    "async",
+    "yield",
+    "Traceback",
+    "File",
+    "line",
+    "most",
+    "recent",
+    "call",
+    "last",
 ];
 
 /// Identifiers in code: dotted paths (`a.b.c`) and their last two segments, and names.
@@ -317,7 +363,12 @@ fn ipython_frame(line: &str, after: &[&str]) -> Option<Frame> {
         .iter()
         .take(20)
         .take_while(|l| !(l.contains(".py in ") || l.contains(".py](")))
-        .find_map(|l| l.trim_start().strip_prefix("->").and_then(|r| r.split_whitespace().next()).and_then(|n| n.parse::<u32>().ok()))
+        .find_map(|l| {
+            l.trim_start()
+                .strip_prefix("->")
+                .and_then(|r| r.split_whitespace().next())
+                .and_then(|n| n.parse::<u32>().ok())
+        })
         .unwrap_or(0);
     Some(Frame { path: path.to_string(), line: num, function: function.to_string(), class: String::new() })
 }
@@ -336,7 +387,12 @@ fn java_frame(line: &str) -> Option<Frame> {
         return None;
     }
     let (class, function) = qual.rsplit_once('.')?;
-    Some(Frame { path: file.to_string(), line: num.trim().parse().ok()?, function: function.to_string(), class: class.to_string() })
+    Some(Frame {
+        path: file.to_string(),
+        line: num.trim().parse().ok()?,
+        function: function.to_string(),
+        class: class.to_string(),
+    })
 }
 
 /// `  at fn (src/a.ts:12:5)`, `  at src/a.js:12:5`, `  at Object.<anonymous> (file:///x/a.mjs:3:9)`
@@ -380,7 +436,10 @@ fn exception_line(line: &str) -> Option<Exception> {
     let last = kind.rsplit('.').next().unwrap_or(kind);
     let ok = !kind.contains(' ')
         && last.chars().next().is_some_and(|c| c.is_uppercase())
-        && (last.ends_with("Error") || last.ends_with("Exception") || last.ends_with("Warning") || last == "AssertionError")
+        && (last.ends_with("Error")
+            || last.ends_with("Exception")
+            || last.ends_with("Warning")
+            || last == "AssertionError")
         && kind.chars().all(|c| c.is_alphanumeric() || c == '.' || c == '_' || c == '$');
     if !ok {
         return None;
@@ -398,7 +457,15 @@ mod tests {
             "# Crash in `Order.total`\n\nTraceback (most recent call last):\n  File \"/home/u/shop/cli.py\", line 23, in <module>\n    main()\n  File \"/home/u/shop/core/pricing.py\", line 19, in load_rate\n    return rates[kind]\nKeyError: 'zero'\n",
         );
         assert_eq!(f.frames.len(), 2);
-        assert_eq!(f.frames[1], Frame { path: "/home/u/shop/core/pricing.py".into(), line: 19, function: "load_rate".into(), class: String::new() });
+        assert_eq!(
+            f.frames[1],
+            Frame {
+                path: "/home/u/shop/core/pricing.py".into(),
+                line: 19,
+                function: "load_rate".into(),
+                class: String::new()
+            }
+        );
         assert!(f.innermost_last);
         assert_eq!(f.exceptions, vec![Exception { kind: "KeyError".into(), message: "'zero'".into() }]);
         assert_eq!(f.identifiers[0], "Order.total");

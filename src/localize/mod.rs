@@ -115,7 +115,12 @@ fn s(v: &DataValue) -> String {
 }
 
 /// Rank suspects for an issue text.
-pub fn localize(store: &Store, search: Option<&SearchIndex>, text: &str, limit: usize) -> Result<Localization, LocalizeError> {
+pub fn localize(
+    store: &Store,
+    search: Option<&SearchIndex>,
+    text: &str,
+    limit: usize,
+) -> Result<Localization, LocalizeError> {
     if text.trim().is_empty() {
         return Err(LocalizeError::Empty);
     }
@@ -127,7 +132,12 @@ pub fn localize(store: &Store, search: Option<&SearchIndex>, text: &str, limit: 
     // none of them is where a library's bug is.
     let is_test: HashMap<&str, bool> = files.iter().map(|(p, t)| (p.as_str(), *t || aside_from_code(p))).collect();
     // An issue about a test names test files of the repository and no other file.
-    let named: Vec<bool> = facts.paths.iter().filter_map(|p| match_path(&files, p)).map(|p| is_test.get(p.as_str()).copied().unwrap_or(false)).collect();
+    let named: Vec<bool> = facts
+        .paths
+        .iter()
+        .filter_map(|p| match_path(&files, p))
+        .map(|p| is_test.get(p.as_str()).copied().unwrap_or(false))
+        .collect();
     let about_tests = !named.is_empty() && named.iter().all(|t| *t);
     let test_factor = if about_tests { 1.0 } else { TEST_FILE_FACTOR };
 
@@ -201,7 +211,9 @@ pub fn localize(store: &Store, search: Option<&SearchIndex>, text: &str, limit: 
             for x in &r.rows {
                 let callee = remember(x, &mut rows);
                 if callee != id {
-                    ent.entry(callee).or_default().add(w * CALLED_FROM_FRAME, || format!("called by {id} at the traceback's line {line}"));
+                    ent.entry(callee)
+                        .or_default()
+                        .add(w * CALLED_FROM_FRAME, || format!("called by {id} at the traceback's line {line}"));
                 }
             }
         }
@@ -266,7 +278,10 @@ pub fn localize(store: &Store, search: Option<&SearchIndex>, text: &str, limit: 
         let max = hits.iter().map(|h| h.score).fold(0.0f32, f32::max).max(1e-6);
         for (rank, h) in hits.iter().enumerate() {
             let w = FILE_TEXT_MATCH * (h.score / max) as f64;
-            file_ev.entry(h.path.clone()).or_default().add(w, || format!("the file matches the issue's words (file rank {})", rank + 1));
+            file_ev
+                .entry(h.path.clone())
+                .or_default()
+                .add(w, || format!("the file matches the issue's words (file rank {})", rank + 1));
         }
     }
 
@@ -275,7 +290,9 @@ pub fn localize(store: &Store, search: Option<&SearchIndex>, text: &str, limit: 
     strongest.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     let top_score = strongest.first().map(|x| x.1).unwrap_or(1.0).max(1e-6);
     for (id, sc) in strongest.into_iter().take(5) {
-        let near = graph::callees(store, &id, 1, 0.5)?.into_iter().map(|e| (e.callee, "called by"))
+        let near = graph::callees(store, &id, 1, 0.5)?
+            .into_iter()
+            .map(|e| (e.callee, "called by"))
             .chain(graph::callers(store, &id, 1, 0.5)?.into_iter().map(|e| (e.caller, "calls")));
         for (other, rel) in near {
             if other == id {
@@ -355,7 +372,12 @@ pub fn localize(store: &Store, search: Option<&SearchIndex>, text: &str, limit: 
 fn aside_from_code(path: &str) -> bool {
     let mut dirs: Vec<&str> = path.split('/').collect();
     dirs.pop();
-    dirs.iter().any(|d| matches!(*d, "tests" | "test" | "testing" | "__tests__" | "doc" | "docs" | "example" | "examples" | "benchmarks"))
+    dirs.iter().any(|d| {
+        matches!(
+            *d,
+            "tests" | "test" | "testing" | "__tests__" | "doc" | "docs" | "example" | "examples" | "benchmarks"
+        )
+    })
 }
 
 /// A repository file whose path is the longest suffix of `p` (component-wise). A path
@@ -402,7 +424,11 @@ fn match_frame(store: &Store, files: &[(String, bool)], fr: &issue::Frame) -> Re
         let outer = fr.class.split('$').next().unwrap_or(&fr.class);
         let r = store.query(
             "?[file] := *entity:by_name{name: $n, id}, *entity{id, qname, file}, qname = $q",
-            [("q".to_string(), DataValue::from(outer)), ("n".to_string(), DataValue::from(outer.rsplit('.').next().unwrap_or(outer)))].into(),
+            [
+                ("q".to_string(), DataValue::from(outer)),
+                ("n".to_string(), DataValue::from(outer.rsplit('.').next().unwrap_or(outer))),
+            ]
+            .into(),
         )?;
         if let Some(row) = r.rows.first() {
             return Ok(Some(s(&row[0])));

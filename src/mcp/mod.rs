@@ -9,8 +9,8 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool as McpTool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool as McpTool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -58,7 +58,12 @@ impl Server {
             ctx.root().display(),
             names.join(", ")
         );
-        Server { registry: Arc::new(registry), ctx: Arc::new(ctx), tools: Arc::new(tools), instructions: Arc::new(instructions) }
+        Server {
+            registry: Arc::new(registry),
+            ctx: Arc::new(ctx),
+            tools: Arc::new(tools),
+            instructions: Arc::new(instructions),
+        }
     }
 }
 
@@ -121,10 +126,7 @@ pub fn serve_stdio(server: Server) -> Result<(), McpError> {
 /// [`serve_stdio`] on a given runtime.
 pub fn serve_stdio_on(rt: &tokio::runtime::Runtime, server: Server) -> Result<(), McpError> {
     rt.block_on(async move {
-        let running = server
-            .serve(rmcp::transport::stdio())
-            .await
-            .map_err(|e| McpError::Start(e.to_string()))?;
+        let running = server.serve(rmcp::transport::stdio()).await.map_err(|e| McpError::Start(e.to_string()))?;
         running.waiting().await.map_err(|e| McpError::Join(e.to_string()))?;
         Ok(())
     })

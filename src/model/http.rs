@@ -110,10 +110,9 @@ impl HttpModel {
                     Some(e) => io_fault(e),
                     None => Fault::Dropped(t.to_string()),
                 }),
-                ureq::ErrorKind::BadStatus | ureq::ErrorKind::BadHeader => Err(ModelError::BadResponse {
-                    reason: "not an HTTP response".into(),
-                    excerpt: t.to_string(),
-                }),
+                ureq::ErrorKind::BadStatus | ureq::ErrorKind::BadHeader => {
+                    Err(ModelError::BadResponse { reason: "not an HTTP response".into(), excerpt: t.to_string() })
+                }
                 _ => Err(ModelError::Config(format!("cannot call {}: {t}", self.url))),
             }),
         }
@@ -166,7 +165,11 @@ impl ChatModel for HttpModel {
                         .prices
                         .cost(&resp.model, resp.usage.prompt_tokens, resp.usage.completion_tokens)
                         .or_else(|| {
-                            self.config.prices.cost(&self.config.model, resp.usage.prompt_tokens, resp.usage.completion_tokens)
+                            self.config.prices.cost(
+                                &self.config.model,
+                                resp.usage.prompt_tokens,
+                                resp.usage.completion_tokens,
+                            )
                         });
                     resp.usage.latency_ms = start.elapsed().as_millis() as u64;
                     resp.usage.attempts = attempts;
@@ -271,9 +274,9 @@ pub fn parse_completion(body: &str, requested_model: &str) -> Result<ChatRespons
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()),
         // Some servers send content parts: keep their text.
-        Some(Value::Array(parts)) => Some(
-            parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join(""),
-        ),
+        Some(Value::Array(parts)) => {
+            Some(parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join(""))
+        }
         Some(_) => return Err(bad("message content is neither text nor null", body)),
     };
     let mut tool_calls = Vec::new();

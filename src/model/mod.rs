@@ -71,7 +71,12 @@ impl Message {
     }
     /// The result of a tool call, answering the call `tool_call_id`.
     pub fn tool(tool_call_id: impl Into<String>, content: impl Into<String>) -> Message {
-        Message { role: Role::Tool, content: Some(content.into()), tool_calls: Vec::new(), tool_call_id: Some(tool_call_id.into()) }
+        Message {
+            role: Role::Tool,
+            content: Some(content.into()),
+            tool_calls: Vec::new(),
+            tool_call_id: Some(tool_call_id.into()),
+        }
     }
 
     /// The message as the chat-completions API wants it.

@@ -77,7 +77,9 @@ impl PriceTable {
         }
         self.prices
             .iter()
-            .filter(|(name, _)| model.len() > name.len() && model.starts_with(name.as_str()) && model[name.len()..].starts_with('-'))
+            .filter(|(name, _)| {
+                model.len() > name.len() && model.starts_with(name.as_str()) && model[name.len()..].starts_with('-')
+            })
             .max_by_key(|(name, _)| name.len())
             .map(|(_, p)| *p)
     }

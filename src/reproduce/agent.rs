@@ -148,8 +148,14 @@ impl StageError {
     pub fn hint(&self) -> Option<String> {
         match self {
             StageError::Model(e) => e.hint(),
-            StageError::Failed(_) => Some("the model does not follow the tool-calling protocol well: try a stronger model or a lower temperature".into()),
-            StageError::Budget(_) => Some("the model kept exploring without submitting: try a stronger model, or check the prompt's conventions".into()),
+            StageError::Failed(_) => Some(
+                "the model does not follow the tool-calling protocol well: try a stronger model or a lower temperature"
+                    .into(),
+            ),
+            StageError::Budget(_) => Some(
+                "the model kept exploring without submitting: try a stronger model, or check the prompt's conventions"
+                    .into(),
+            ),
             StageError::Stopped(_) => None,
         }
     }
@@ -162,13 +168,16 @@ pub fn specs(registry: &Registry) -> Vec<ToolSpec> {
 
 /// A tool result as the model sees it: JSON, cut at [`MAX_TOOL_RESULT_CHARS`].
 pub fn bounded(value: &Value) -> String {
-    let text = serde_json::to_string(value).unwrap_or_else(|e| format!("{{\"error\": \"unserializable result: {e}\"}}"));
+    let text =
+        serde_json::to_string(value).unwrap_or_else(|e| format!("{{\"error\": \"unserializable result: {e}\"}}"));
     let total = text.chars().count();
     if total <= MAX_TOOL_RESULT_CHARS {
         return text;
     }
     let cut: String = text.chars().take(MAX_TOOL_RESULT_CHARS).collect();
-    format!("{cut}\n[truncated: {MAX_TOOL_RESULT_CHARS} of {total} characters shown; narrow the query or page with offset]")
+    format!(
+        "{cut}\n[truncated: {MAX_TOOL_RESULT_CHARS} of {total} characters shown; narrow the query or page with offset]"
+    )
 }
 
 /// The JSON object in a plain answer: the whole text, a fenced block, or the outermost braces.
@@ -244,7 +253,9 @@ pub fn run_stage<T>(
                     if let Some(reason) = failures.fail("invalid artifacts", &m) {
                         return Err(StageError::Failed(reason));
                     }
-                    messages.push(Message::user(format!("Error: the artifact is invalid: {m}. Call `{submit}` with a corrected one.")));
+                    messages.push(Message::user(format!(
+                        "Error: the artifact is invalid: {m}. Call `{submit}` with a corrected one."
+                    )));
                 }
                 Verdict::Feedback(m) => {
                     failures.ok();
@@ -274,7 +285,12 @@ pub fn run_stage<T>(
                     if let Some(reason) = failures.fail("malformed tool calls", &detail) {
                         return Err(StageError::Failed(reason));
                     }
-                    messages.push(Message::tool(&call.id, bounded(&json!({"error": e, "hint": "arguments are one JSON object, as the tool's schema gives"}))));
+                    messages.push(Message::tool(
+                        &call.id,
+                        bounded(
+                            &json!({"error": e, "hint": "arguments are one JSON object, as the tool's schema gives"}),
+                        ),
+                    ));
                     continue;
                 }
             };
@@ -308,7 +324,8 @@ pub fn run_stage<T>(
             let out = spec.registry.call(ctx, &call.name, args);
             record(trace, out.is_error);
             let malformed = !known
-                || (out.is_error && out.value.get("error").and_then(Value::as_str).is_some_and(|e| e.starts_with("bad arguments")));
+                || (out.is_error
+                    && out.value.get("error").and_then(Value::as_str).is_some_and(|e| e.starts_with("bad arguments")));
             if malformed {
                 let detail = out.value.get("error").and_then(Value::as_str).unwrap_or("malformed call").to_string();
                 if let Some(reason) = failures.fail("malformed tool calls", &detail) {

@@ -16,13 +16,91 @@ use crate::store::Store;
 
 /// Python's builtins and the names every module has: never free.
 const BUILTINS: &[&str] = &[
-    "abs", "aiter", "all", "anext", "any", "ascii", "bin", "bool", "breakpoint", "bytearray", "bytes", "callable", "chr",
-    "classmethod", "compile", "complex", "delattr", "dict", "dir", "divmod", "enumerate", "eval", "exec", "filter", "float",
-    "format", "frozenset", "getattr", "globals", "hasattr", "hash", "help", "hex", "id", "input", "int", "isinstance",
-    "issubclass", "iter", "len", "list", "locals", "map", "max", "memoryview", "min", "next", "object", "oct", "open", "ord",
-    "pow", "print", "property", "range", "repr", "reversed", "round", "set", "setattr", "slice", "sorted", "staticmethod",
-    "str", "sum", "super", "tuple", "type", "vars", "zip", "__import__", "__name__", "__file__", "__doc__", "__builtins__",
-    "NotImplemented", "Ellipsis", "self", "cls", "exit", "quit", "copyright", "credits", "license", "__class__",
+    "abs",
+    "aiter",
+    "all",
+    "anext",
+    "any",
+    "ascii",
+    "bin",
+    "bool",
+    "breakpoint",
+    "bytearray",
+    "bytes",
+    "callable",
+    "chr",
+    "classmethod",
+    "compile",
+    "complex",
+    "delattr",
+    "dict",
+    "dir",
+    "divmod",
+    "enumerate",
+    "eval",
+    "exec",
+    "filter",
+    "float",
+    "format",
+    "frozenset",
+    "getattr",
+    "globals",
+    "hasattr",
+    "hash",
+    "help",
+    "hex",
+    "id",
+    "input",
+    "int",
+    "isinstance",
+    "issubclass",
+    "iter",
+    "len",
+    "list",
+    "locals",
+    "map",
+    "max",
+    "memoryview",
+    "min",
+    "next",
+    "object",
+    "oct",
+    "open",
+    "ord",
+    "pow",
+    "print",
+    "property",
+    "range",
+    "repr",
+    "reversed",
+    "round",
+    "set",
+    "setattr",
+    "slice",
+    "sorted",
+    "staticmethod",
+    "str",
+    "sum",
+    "super",
+    "tuple",
+    "type",
+    "vars",
+    "zip",
+    "__import__",
+    "__name__",
+    "__file__",
+    "__doc__",
+    "__builtins__",
+    "NotImplemented",
+    "Ellipsis",
+    "self",
+    "cls",
+    "exit",
+    "quit",
+    "copyright",
+    "credits",
+    "license",
+    "__class__",
 ];
 
 /// Module aliases by convention, when neither the issue nor the repository shows one.
@@ -38,8 +116,12 @@ const CONVENTIONAL: &[(&str, &str)] = &[
 ];
 
 fn is_builtin(n: &str) -> bool {
-    BUILTINS.contains(&n) || n.ends_with("Error") && n.chars().next().is_some_and(char::is_uppercase)
-        || matches!(n, "Exception" | "BaseException" | "StopIteration" | "KeyboardInterrupt" | "GeneratorExit" | "SystemExit")
+    BUILTINS.contains(&n)
+        || n.ends_with("Error") && n.chars().next().is_some_and(char::is_uppercase)
+        || matches!(
+            n,
+            "Exception" | "BaseException" | "StopIteration" | "KeyboardInterrupt" | "GeneratorExit" | "SystemExit"
+        )
         || n.ends_with("Warning") && n.chars().next().is_some_and(char::is_uppercase)
 }
 
@@ -125,16 +207,31 @@ fn role(n: tree_sitter::Node) -> Role {
         "attribute" if is_field("attribute") => Role::Neither,
         "keyword_argument" if is_field("name") => Role::Neither,
         "function_definition" | "class_definition" if is_field("name") => Role::Bind,
-        "parameters" | "lambda_parameters" | "default_parameter" | "typed_parameter" | "typed_default_parameter"
-        | "list_splat_pattern" | "dictionary_splat_pattern" | "global_statement" | "nonlocal_statement" => {
+        "parameters"
+        | "lambda_parameters"
+        | "default_parameter"
+        | "typed_parameter"
+        | "typed_default_parameter"
+        | "list_splat_pattern"
+        | "dictionary_splat_pattern"
+        | "global_statement"
+        | "nonlocal_statement" => {
             if p.kind().starts_with("default") || p.kind() == "typed_default_parameter" {
-                if is_field("name") { Role::Bind } else { Role::Use }
+                if is_field("name") {
+                    Role::Bind
+                } else {
+                    Role::Use
+                }
             } else {
                 Role::Bind
             }
         }
         "aliased_import" => {
-            if is_field("alias") { Role::Bind } else { Role::Neither }
+            if is_field("alias") {
+                Role::Bind
+            } else {
+                Role::Neither
+            }
         }
         "dotted_name" => {
             // `import a.b` binds `a`; `from m import a` binds `a`; the module of a
@@ -145,7 +242,11 @@ fn role(n: tree_sitter::Node) -> Role {
                 "import_statement" if first => Role::Bind,
                 "import_from_statement" => {
                     let is_module = stmt.child_by_field_name("module_name").is_some_and(|m| m.id() == p.id());
-                    if is_module || !first { Role::Neither } else { Role::Bind }
+                    if is_module || !first {
+                        Role::Neither
+                    } else {
+                        Role::Bind
+                    }
                 }
                 "aliased_import" => Role::Neither,
                 _ => Role::Neither,
@@ -219,7 +320,11 @@ fn issue_imports(text: &str) -> BTreeMap<String, String> {
                     None => (part, part),
                 };
                 if is_ident(name) && is_ident(alias) {
-                    let stmt = if name == alias { format!("from {module} import {name}") } else { format!("from {module} import {name} as {alias}") };
+                    let stmt = if name == alias {
+                        format!("from {module} import {name}")
+                    } else {
+                        format!("from {module} import {name} as {alias}")
+                    };
                     out.entry(alias.to_string()).or_insert(stmt);
                 }
             }
@@ -229,7 +334,9 @@ fn issue_imports(text: &str) -> BTreeMap<String, String> {
 }
 
 fn is_ident(s: &str) -> bool {
-    !s.is_empty() && s.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_') && s.chars().all(|c| c.is_alphanumeric() || c == '_')
+    !s.is_empty()
+        && s.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
+        && s.chars().all(|c| c.is_alphanumeric() || c == '_')
 }
 
 /// The dotted module of a repository file: `src/pkg/a/__init__.py` gives `pkg.a`.
@@ -256,7 +363,8 @@ fn repo_imports(store: &Store, names: &[String]) -> BTreeMap<String, String> {
     if let Ok(r) = store.query(q, [("names".to_string(), list.clone())].into()) {
         let mut best: BTreeMap<String, (i64, String)> = BTreeMap::new();
         for row in &r.rows {
-            let (module, name, alias) = (row[0].get_str().unwrap_or(""), row[1].get_str().unwrap_or(""), row[2].get_str().unwrap_or(""));
+            let (module, name, alias) =
+                (row[0].get_str().unwrap_or(""), row[1].get_str().unwrap_or(""), row[2].get_str().unwrap_or(""));
             let n = row[3].get_int().unwrap_or(0);
             if module.starts_with('.') || module.is_empty() || name == "*" || !module.split('.').all(is_ident) {
                 continue;
@@ -279,7 +387,8 @@ fn repo_imports(store: &Store, names: &[String]) -> BTreeMap<String, String> {
         }
         out.extend(best.into_iter().map(|(k, (_, s))| (k, s)));
     }
-    let rest: Vec<DataValue> = names.iter().filter(|n| !out.contains_key(*n)).map(|n| DataValue::from(n.as_str())).collect();
+    let rest: Vec<DataValue> =
+        names.iter().filter(|n| !out.contains_key(*n)).map(|n| DataValue::from(n.as_str())).collect();
     if rest.is_empty() {
         return out;
     }
@@ -289,7 +398,9 @@ fn repo_imports(store: &Store, names: &[String]) -> BTreeMap<String, String> {
     if let Ok(r) = store.query(q, [("names".to_string(), DataValue::List(rest))].into()) {
         let mut by: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for row in &r.rows {
-            by.entry(row[0].get_str().unwrap_or("").to_string()).or_default().push(row[1].get_str().unwrap_or("").to_string());
+            by.entry(row[0].get_str().unwrap_or("").to_string())
+                .or_default()
+                .push(row[1].get_str().unwrap_or("").to_string());
         }
         for (name, files) in by {
             if let [one] = files.as_slice() {
@@ -304,13 +415,17 @@ fn repo_imports(store: &Store, names: &[String]) -> BTreeMap<String, String> {
 
 /// A package at the repository's top (or under `src/`) named `name`.
 fn repo_package(root: &Path, name: &str) -> bool {
-    is_ident(name) && ["", "src/", "lib/"].iter().any(|d| root.join(format!("{d}{name}/__init__.py")).is_file() || root.join(format!("{d}{name}.py")).is_file())
+    is_ident(name)
+        && ["", "src/", "lib/"].iter().any(|d| {
+            root.join(format!("{d}{name}/__init__.py")).is_file() || root.join(format!("{d}{name}.py")).is_file()
+        })
 }
 
 /// A top-level one-line assignment of `name` in the issue's other code (blocks and
 /// inline spans): `app = Flask(__name__)` shown in the prose.
 fn issue_assignment(facts: &IssueFacts, name: &str, code: &str) -> Option<String> {
-    let mut spans: Vec<String> = facts.code_blocks.iter().flat_map(|(_, b)| b.lines().map(str::to_string).collect::<Vec<_>>()).collect();
+    let mut spans: Vec<String> =
+        facts.code_blocks.iter().flat_map(|(_, b)| b.lines().map(str::to_string).collect::<Vec<_>>()).collect();
     let mut rest = facts.prose.as_str();
     while let Some(i) = rest.find('`') {
         let after = &rest[i + 1..];
@@ -369,7 +484,11 @@ fn insert_before_first_use(code: &str, name: &str, stmt: &str) -> String {
     let at = first_word(code, name).map(|b| code[..b].matches('\n').count()).unwrap_or(0);
     // Back to the start of the top-level statement holding that line.
     let mut start = at.min(lines.len());
-    while start > 0 && lines.get(start).is_some_and(|l| l.starts_with([' ', '\t']) || l.trim().is_empty() || l.trim_start().starts_with(')')) {
+    while start > 0
+        && lines
+            .get(start)
+            .is_some_and(|l| l.starts_with([' ', '\t']) || l.trim().is_empty() || l.trim_start().starts_with(')'))
+    {
         start -= 1;
     }
     let mut out: Vec<String> = lines[..start].iter().map(|s| s.to_string()).collect();
@@ -405,7 +524,8 @@ pub fn leading_imports(code: &str) -> (Vec<String>, Vec<String>) {
             break;
         }
     }
-    let head: Vec<String> = lines[..last_import_end].iter().filter(|l| !l.trim().is_empty()).map(|s| s.to_string()).collect();
+    let head: Vec<String> =
+        lines[..last_import_end].iter().filter(|l| !l.trim().is_empty()).map(|s| s.to_string()).collect();
     let rest: Vec<String> = lines[last_import_end..].iter().map(|s| s.to_string()).collect();
     (head, rest)
 }
@@ -414,7 +534,10 @@ pub fn leading_imports(code: &str) -> (Vec<String>, Vec<String>) {
 /// `TestCase` subclass)? Then it is written as a module, not wrapped in a function.
 pub fn is_test_module(code: &str) -> bool {
     code.lines().any(|l| {
-        l.starts_with("def test") || l.starts_with("async def test") || l.starts_with("class Test") || l.starts_with("class ") && l.contains("TestCase")
+        l.starts_with("def test")
+            || l.starts_with("async def test")
+            || l.starts_with("class Test")
+            || l.starts_with("class ") && l.contains("TestCase")
     })
 }
 
@@ -438,7 +561,10 @@ pub fn unfenced_python(prose: &str) -> Option<String> {
             let t = l.trim();
             if t.is_empty() {
                 // A blank line ends the run unless code carries on after it.
-                if lines.get(j + 1).is_some_and(|n| !n.trim().is_empty() && (indent_of(n) > base || opens_code(n.trim()))) {
+                if lines
+                    .get(j + 1)
+                    .is_some_and(|n| !n.trim().is_empty() && (indent_of(n) > base || opens_code(n.trim())))
+                {
                     j += 1;
                     continue;
                 }
@@ -465,11 +591,14 @@ fn indent_of(l: &str) -> usize {
 }
 
 fn dedent(lines: &[&str]) -> String {
-    let expanded: Vec<String> = lines.iter().map(|l| {
-        let n = l.chars().take_while(|c| *c == ' ' || *c == '\t').count();
-        let (ws, rest) = l.split_at(l.char_indices().nth(n).map(|(i, _)| i).unwrap_or(l.len()));
-        ws.replace('\t', "    ") + rest.trim_end()
-    }).collect();
+    let expanded: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            let n = l.chars().take_while(|c| *c == ' ' || *c == '\t').count();
+            let (ws, rest) = l.split_at(l.char_indices().nth(n).map(|(i, _)| i).unwrap_or(l.len()));
+            ws.replace('\t', "    ") + rest.trim_end()
+        })
+        .collect();
     let min = expanded.iter().filter(|l| !l.trim().is_empty()).map(|l| indent_of(l)).min().unwrap_or(0);
     expanded.iter().map(|l| if l.len() >= min { &l[min..] } else { l.trim() }).collect::<Vec<_>>().join("\n") + "\n"
 }
@@ -478,8 +607,22 @@ fn dedent(lines: &[&str]) -> String {
 /// call of a (dotted) name. Prose (a sentence: words with spaces and no operator) never does.
 fn opens_code(t: &str) -> bool {
     const OPENERS: &[&str] = &[
-        "import ", "from ", "def ", "class ", "@", "for ", "while ", "if ", "with ", "try:", "assert ", "raise ", "return ",
-        "print(", "async def ", ">>> ",
+        "import ",
+        "from ",
+        "def ",
+        "class ",
+        "@",
+        "for ",
+        "while ",
+        "if ",
+        "with ",
+        "try:",
+        "assert ",
+        "raise ",
+        "return ",
+        "print(",
+        "async def ",
+        ">>> ",
     ];
     if t.starts_with(">>>") {
         return false; // sessions are read as sessions
@@ -491,12 +634,18 @@ fn opens_code(t: &str) -> bool {
         return parses_as_start(t);
     }
     // `name = ...`, `name.attr(...)`, `name(...)`
-    let head: String = t.chars().take_while(|c| c.is_alphanumeric() || matches!(c, '_' | '.' | '[' | ']' | '\'' | '"' | ',' | ' ')).collect();
+    let head: String = t
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || matches!(c, '_' | '.' | '[' | ']' | '\'' | '"' | ',' | ' '))
+        .collect();
     let after = &t[head.len()..];
     let head = head.trim();
-    let simple = !head.is_empty() && head.split([',', ' ']).filter(|s| !s.is_empty()).count() <= 3
+    let simple = !head.is_empty()
+        && head.split([',', ' ']).filter(|s| !s.is_empty()).count() <= 3
         && head.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_');
-    simple && (after.starts_with('(') || after.starts_with('=') && !after.starts_with("==") || after.starts_with("+=")) && parses_as_start(t)
+    simple
+        && (after.starts_with('(') || after.starts_with('=') && !after.starts_with("==") || after.starts_with("+="))
+        && parses_as_start(t)
 }
 
 /// A line that could begin valid code: it parses alone, or with a body added when it
@@ -519,9 +668,27 @@ pub struct ProseValues {
     pub observed: Vec<String>,
 }
 
-const EXPECT_CUES: &[&str] = &["expect", "expected", "should", "ought", "correct", "want", "desired", "supposed", "instead of"];
-const CONTRAST: &[&str] = &["but", "instead", "wrong", "incorrect", "unexpected", "unexpectedly", "however", "actual", "actually", "bug", "buggy", "broken", "invalid"];
-const OBSERVE_CUES: &[&str] = &["get", "got", "gets", "returns", "returned", "gives", "gave", "output", "outputs", "prints", "printed", "becomes", "result", "actual", "but", "instead", "is", "shows", "yields"];
+const EXPECT_CUES: &[&str] =
+    &["expect", "expected", "should", "ought", "correct", "want", "desired", "supposed", "instead of"];
+const CONTRAST: &[&str] = &[
+    "but",
+    "instead",
+    "wrong",
+    "incorrect",
+    "unexpected",
+    "unexpectedly",
+    "however",
+    "actual",
+    "actually",
+    "bug",
+    "buggy",
+    "broken",
+    "invalid",
+];
+const OBSERVE_CUES: &[&str] = &[
+    "get", "got", "gets", "returns", "returned", "gives", "gave", "output", "outputs", "prints", "printed", "becomes",
+    "result", "actual", "but", "instead", "is", "shows", "yields",
+];
 
 /// Read the prose's `expected` and `observed` values: each code span (or the value after
 /// `output:` on a line) takes its direction from the nearest cue word before it in its
@@ -584,7 +751,8 @@ fn classify(before: &str, value: String, v: &mut ProseValues) {
 /// `print`), with the line it is on.
 fn final_expression(code: &str) -> Option<(usize, String)> {
     let lines: Vec<&str> = code.lines().collect();
-    let (k, last) = lines.iter().enumerate().rev().find(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'))?;
+    let (k, last) =
+        lines.iter().enumerate().rev().find(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'))?;
     if last.starts_with([' ', '\t']) {
         return None;
     }
@@ -596,9 +764,14 @@ fn final_expression(code: &str) -> Option<(usize, String)> {
     let tree = parse(&expr)?;
     let root = tree.root_node();
     let stmt = root.named_child(0)?;
-    (root.named_child_count() == 1 && stmt.kind() == "expression_statement" && !root.has_error() && stmt.named_child_count() == 1
-        && stmt.named_child(0).is_some_and(|e| !matches!(e.kind(), "assignment" | "augmented_assignment" | "yield" | "await")))
-        .then_some((k, expr))
+    (root.named_child_count() == 1
+        && stmt.kind() == "expression_statement"
+        && !root.has_error()
+        && stmt.named_child_count() == 1
+        && stmt
+            .named_child(0)
+            .is_some_and(|e| !matches!(e.kind(), "assignment" | "augmented_assignment" | "yield" | "await")))
+    .then_some((k, expr))
 }
 
 /// A Python literal: a number, a quoted string, True/False/None, or a bracketed
@@ -632,19 +805,19 @@ pub fn final_assertion(code: &str, values: &ProseValues) -> Option<String> {
     // `f()` to raise" names code, not a value. What it gives today may be printed text
     // (`Max(2, x)`) when the prose also says what it should be.
     let expected = values.expected.iter().find(|e| !expr.contains(e.as_str()) && literal(e));
-    let observed = values
-        .observed
-        .iter()
-        .find(|o| !values.expected.contains(o) && !expr.contains(o.as_str()) && (literal(o) || expected.is_some() && !o.contains(' ')));
+    let observed = values.observed.iter().find(|o| {
+        !values.expected.contains(o)
+            && !expr.contains(o.as_str())
+            && (literal(o) || expected.is_some() && !o.contains(' '))
+    });
     let lines: Vec<&str> = code.lines().collect();
     let mut out: String = lines[..k].iter().map(|l| format!("{l}\n")).collect();
     let norm = "\"\".join(str(_value).split())";
     out.push_str(&format!("_value = {expr}\n"));
     match (observed, expected) {
-        (Some(o), _) => out.push_str(&format!(
-            "assert {norm} != \"\".join({}.split()), \"still \" + repr(_value)\n",
-            text_of(o)
-        )),
+        (Some(o), _) => {
+            out.push_str(&format!("assert {norm} != \"\".join({}.split()), \"still \" + repr(_value)\n", text_of(o)))
+        }
         (None, Some(e)) => out.push_str(&format!(
             "assert {norm} == \"\".join({}.split()), repr(_value) + \", the issue expects \" + {}\n",
             text_of(e),
@@ -657,7 +830,19 @@ pub fn final_assertion(code: &str, values: &ProseValues) -> Option<String> {
 
 /// Words that say the error shown is how it used to be (the right behaviour), and the
 /// bug is that it no longer happens.
-const OLD_CUES: &[&str] = &["used to", "previously", "in the past", "before upgrading", "prior to", "no longer", "anymore", "any more", "was raised", "used to raise", "would raise"];
+const OLD_CUES: &[&str] = &[
+    "used to",
+    "previously",
+    "in the past",
+    "before upgrading",
+    "prior to",
+    "no longer",
+    "anymore",
+    "any more",
+    "was raised",
+    "used to raise",
+    "would raise",
+];
 
 /// Is the error the issue shows the old behaviour it wants back (so a test expecting it
 /// today would be inverted)? The sentences around the exception's name say so.
@@ -671,18 +856,26 @@ pub fn shows_old_behaviour(facts: &IssueFacts) -> Option<String> {
     // Sentences end at ". ", not at the dots of a version number.
     let prose = prose.replace(". ", "\n");
     for sentence in prose.split(['!', '?', '\n']).filter(|s| !s.trim().is_empty()) {
-        let names = sentence.contains(&short_l) || sentence.contains("error") || sentence.contains("exception") || sentence.contains("raise");
+        let names = sentence.contains(&short_l)
+            || sentence.contains("error")
+            || sentence.contains("exception")
+            || sentence.contains("raise");
         if !names {
             continue;
         }
         if OLD_CUES.iter().any(|c| sentence.contains(c)) || version_then(sentence) {
             hits += 1;
         }
-        if sentence.contains("now raise") || sentence.contains("now fail") || sentence.contains("now crash") || sentence.contains("now throws") {
+        if sentence.contains("now raise")
+            || sentence.contains("now fail")
+            || sentence.contains("now crash")
+            || sentence.contains("now throws")
+        {
             seen_current = true;
         }
     }
-    (hits > 0 && !seen_current).then(|| format!("the issue shows {short} as the behaviour it used to have, not the failure it reports now"))
+    (hits > 0 && !seen_current)
+        .then(|| format!("the issue shows {short} as the behaviour it used to have, not the failure it reports now"))
 }
 
 /// "in 1.6.2 this raised ..." / "with version 2.0 it raised": a version and a past tense.
@@ -691,7 +884,9 @@ fn version_then(s: &str) -> bool {
         let w = w.trim_start_matches('v').trim_matches(|c: char| !c.is_ascii_digit());
         w.split('.').count() >= 2 && w.split('.').all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
     });
-    has_version && (s.contains(" raised") || s.contains(" worked") || s.contains(" was ") || s.contains(" gave ")) && !s.contains(" now ")
+    has_version
+        && (s.contains(" raised") || s.contains(" worked") || s.contains(" was ") || s.contains(" gave "))
+        && !s.contains(" now ")
 }
 
 /// Does the prose present the example as several files (`test_a.py`, `conftest.py`
@@ -733,7 +928,13 @@ pub fn multi_file_names(raw: &str) -> Vec<String> {
 
 /// Rewrite a Python snippet's code into a test body, or say why no honest test can be
 /// built from it. Other languages pass through unchanged.
-pub fn prepare(snippet: &super::synth::Snippet, facts: &IssueFacts, raw: &str, store: Option<&Store>, root: &Path) -> Result<super::synth::Snippet, String> {
+pub fn prepare(
+    snippet: &super::synth::Snippet,
+    facts: &IssueFacts,
+    raw: &str,
+    store: Option<&Store>,
+    root: &Path,
+) -> Result<super::synth::Snippet, String> {
     if snippet.dialect != "python" {
         return Ok(snippet.clone());
     }
@@ -749,7 +950,8 @@ pub fn prepare(snippet: &super::synth::Snippet, facts: &IssueFacts, raw: &str, s
         return Err(format!("{why}: a test expecting it today would be inverted"));
     }
     let mut code = add_missing_names(&snippet.code, facts, raw, store, root);
-    let asserts = code.lines().any(|l| l.trim_start().starts_with("assert ") || l.trim_start().starts_with("self.assert"));
+    let asserts =
+        code.lines().any(|l| l.trim_start().starts_with("assert ") || l.trim_start().starts_with("self.assert"));
     if facts.exceptions.is_empty() && !asserts {
         if let Some(c) = final_assertion(&code, &prose_values(&facts.prose)) {
             code = c;
@@ -784,7 +986,10 @@ mod tests {
     fn leading_imports_stop_at_code() {
         let code = "import os\nfrom x import (\n    a,\n    b,\n)\n\nfrom django.conf import settings\nsettings.configure()\nfrom django.db import models\nclass M(models.Model):\n    pass\n";
         let (head, rest) = leading_imports(code);
-        assert_eq!(head, vec!["import os", "from x import (", "    a,", "    b,", ")", "from django.conf import settings"]);
+        assert_eq!(
+            head,
+            vec!["import os", "from x import (", "    a,", "    b,", ")", "from django.conf import settings"]
+        );
         assert_eq!(rest[1], "from django.db import models");
         assert_eq!(rest[0], "settings.configure()");
     }
@@ -810,32 +1015,45 @@ mod tests {
         assert!(final_assertion("m = load()\nm.tags\n", &v).is_none());
         let v = ProseValues { expected: vec!["None".into()], observed: vec![] };
         let out = final_assertion("m = load()\nm.tags\n", &v).unwrap();
-        assert!(out.contains("_value = m.tags\nassert \"\".join(str(_value).split()) == \"\".join(\"None\".split())"), "{out}");
+        assert!(
+            out.contains("_value = m.tags\nassert \"\".join(str(_value).split()) == \"\".join(\"None\".split())"),
+            "{out}"
+        );
         assert!(final_assertion("x = 1\n", &v).is_none());
         assert!(final_assertion("for a in b:\n    a\n", &v).is_none());
     }
 
     #[test]
     fn unfenced_code_is_found_and_prose_is_not() {
-        let prose = "Steps to see it\nRun this:\n\tfrom shop.util import slug\n\tslug('__A b --')\nIt returns the dashes.\n";
+        let prose =
+            "Steps to see it\nRun this:\n\tfrom shop.util import slug\n\tslug('__A b --')\nIt returns the dashes.\n";
         assert_eq!(unfenced_python(prose).unwrap(), "from shop.util import slug\nslug('__A b --')\n");
         let prose = "Some words here.\nclass TestThing(unittest.TestCase):\n    def test_it(self):\n        self.assertEqual(f(1), 2)\n\nThanks!\n";
         let got = unfenced_python(prose).unwrap();
-        assert!(got.starts_with("class TestThing(unittest.TestCase):\n    def test_it(self):") && is_test_module(&got), "{got}");
-        assert_eq!(unfenced_python("It fails when I import things from the module.\nThe result (see above) is wrong.\n"), None);
+        assert!(
+            got.starts_with("class TestThing(unittest.TestCase):\n    def test_it(self):") && is_test_module(&got),
+            "{got}"
+        );
+        assert_eq!(
+            unfenced_python("It fails when I import things from the module.\nThe result (see above) is wrong.\n"),
+            None
+        );
     }
 
     #[test]
     fn old_behaviour_is_recognised() {
         let f = crate::localize::read_issue("Attribute access changed\n\nIn 2.3.1 this raised `AttributeError`, which is right. Since 2.4 it returns None silently.\n\nAttributeError: 'Box' object has no attribute 'lid'\n");
         assert!(shows_old_behaviour(&f).is_some());
-        let f = crate::localize::read_issue("Crash on load\n\nLoading a box raises an error:\n\nAttributeError: 'Box' object has no attribute 'lid'\n");
+        let f = crate::localize::read_issue(
+            "Crash on load\n\nLoading a box raises an error:\n\nAttributeError: 'Box' object has no attribute 'lid'\n",
+        );
         assert!(shows_old_behaviour(&f).is_none());
     }
 
     #[test]
     fn multi_file_examples_are_seen() {
-        let raw = "Two modules:\n\n`test_one.py`:\n```python\nimport x\n```\nand test_two.py\n```python\nimport y\n```\n";
+        let raw =
+            "Two modules:\n\n`test_one.py`:\n```python\nimport x\n```\nand test_two.py\n```python\nimport y\n```\n";
         assert_eq!(multi_file_names(raw), vec!["test_one.py", "test_two.py"]);
     }
 }

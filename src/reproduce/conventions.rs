@@ -96,7 +96,12 @@ fn files(store: &Store) -> Vec<FileRow> {
         .map(|r| {
             r.rows
                 .iter()
-                .map(|x| FileRow { path: str_of(&x[0]), lang: str_of(&x[1]), lines: x[2].get_int().unwrap_or(0), is_test: x[3].get_bool().unwrap_or(false) })
+                .map(|x| FileRow {
+                    path: str_of(&x[0]),
+                    lang: str_of(&x[1]),
+                    lines: x[2].get_int().unwrap_or(0),
+                    is_test: x[3].get_bool().unwrap_or(false),
+                })
                 .collect()
         })
         .unwrap_or_default()
@@ -120,7 +125,8 @@ fn reaching_tests(store: &Store, file: &str) -> BTreeMap<String, usize> {
     let mut p = BTreeMap::new();
     p.insert("f".to_string(), DataValue::from(file));
     let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    if let Ok(r) = store.query("?[test] := *entity:by_file{file: $f, id: target}, *test_of:by_target{target, test}", p) {
+    if let Ok(r) = store.query("?[test] := *entity:by_file{file: $f, id: target}, *test_of:by_target{target, test}", p)
+    {
         for row in &r.rows {
             let test = str_of(&row[0]);
             if let Some((path, _)) = test.split_once(':') {
@@ -162,7 +168,10 @@ fn dir_of(path: &str) -> &str {
 fn dir_words(dir: &str) -> BTreeSet<String> {
     dir.split('/')
         .flat_map(|c| c.split(['_', '-', '.']))
-        .filter(|w| !w.is_empty() && !matches!(*w, "tests" | "test" | "testing" | "__tests__" | "spec" | "src" | "lib" | "main" | "java"))
+        .filter(|w| {
+            !w.is_empty()
+                && !matches!(*w, "tests" | "test" | "testing" | "__tests__" | "spec" | "src" | "lib" | "main" | "java")
+        })
         .map(str::to_lowercase)
         .collect()
 }
@@ -207,7 +216,12 @@ fn in_testpaths(config: Option<&PytestConfig>, path: &str) -> bool {
 /// a `test*` function or method; `conftest.py` and helpers do not), inside pytest's
 /// `testpaths` when the project sets them. A script named like a test
 /// (`bin/test_executable.py`) or a `tests.py` without a test in it is not one.
-fn real_tests(files: &[FileRow], with_tests: &BTreeMap<String, usize>, lang: &str, config: Option<&PytestConfig>) -> BTreeMap<String, usize> {
+fn real_tests(
+    files: &[FileRow],
+    with_tests: &BTreeMap<String, usize>,
+    lang: &str,
+    config: Option<&PytestConfig>,
+) -> BTreeMap<String, usize> {
     files
         .iter()
         .filter(|f| f.is_test && f.lang == lang && in_testpaths(config, &f.path))
@@ -268,7 +282,8 @@ fn new_module_for(suspect: &str, tests: &BTreeMap<String, usize>) -> Option<Stri
         }
         "java" => format!("{s}Test.java"),
         _ => {
-            let (kind, text) = if sample_name.contains(".spec.") { ("spec", sample_name) } else { ("test", sample_name) };
+            let (kind, text) =
+                if sample_name.contains(".spec.") { ("spec", sample_name) } else { ("test", sample_name) };
             let tail = text.rsplit_once('.').map(|(_, e)| e).unwrap_or(ext);
             format!("{s}.{kind}.{tail}")
         }
@@ -301,7 +316,9 @@ fn notes(root: &Path, framework: Framework, test_dir: &str, layout: &Layout) -> 
             }
             out.push("name test functions `test_*`; the test runs by node id".into());
         }
-        Framework::Unittest => out.push("write `unittest.TestCase` subclasses; the test runs by label (`module.Class`)".into()),
+        Framework::Unittest => {
+            out.push("write `unittest.TestCase` subclasses; the test runs by label (`module.Class`)".into())
+        }
         _ => {}
     }
     if framework.is_python() {
@@ -334,7 +351,8 @@ pub fn conventions(root: &Path, suspects: &[String]) -> Conventions {
         .or_else(|| languages.first().cloned())
         .unwrap_or_default();
     let config = PytestConfig::read(root);
-    let prefix = Lang::from_name(&lang).map(|l| l.descriptor().tests.entity_prefix.clone()).unwrap_or_else(|| "test".into());
+    let prefix =
+        Lang::from_name(&lang).map(|l| l.descriptor().tests.entity_prefix.clone()).unwrap_or_else(|| "test".into());
     let with_tests = store.as_ref().map(|s| files_with_tests(s, &prefix)).unwrap_or_default();
     let tests = real_tests(&files, &with_tests, &lang, if lang == "python" { config.as_ref() } else { None });
 
@@ -360,7 +378,11 @@ pub fn conventions(root: &Path, suspects: &[String]) -> Conventions {
             *dirs.entry(dir_of(p)).or_default() += n;
         }
         let (dir, _) = dirs.iter().max_by_key(|(d, n)| (**n, std::cmp::Reverse(*d)))?;
-        tests.iter().filter(|(p, _)| dir_of(p) == *dir).max_by_key(|(p, n)| (**n, std::cmp::Reverse(*p))).map(|(p, _)| p.clone())
+        tests
+            .iter()
+            .filter(|(p, _)| dir_of(p) == *dir)
+            .max_by_key(|(p, n)| (**n, std::cmp::Reverse(*p)))
+            .map(|(p, _)| p.clone())
     };
     let (suspect, test_module, found_by) = match chosen {
         Some((s, m, how)) => (Some(s), Some(m), how.to_string()),
@@ -384,13 +406,22 @@ pub fn conventions(root: &Path, suspects: &[String]) -> Conventions {
     let example_path = test_module
         .clone()
         .filter(|m| tests.contains_key(m))
-        .or_else(|| tests.iter().filter(|(p, _)| dir_of(p) == test_dir).max_by_key(|(p, n)| (**n, std::cmp::Reverse(*p))).map(|(p, _)| p.clone()))
+        .or_else(|| {
+            tests
+                .iter()
+                .filter(|(p, _)| dir_of(p) == test_dir)
+                .max_by_key(|(p, n)| (**n, std::cmp::Reverse(*p)))
+                .map(|(p, _)| p.clone())
+        })
         .or_else(fallback);
     let example = example_path.as_deref().and_then(|p| read_head(root, p));
-    let detected = example_path.as_deref().zip(example.as_deref()).and_then(|(p, c)| runners::detect(root, p, c)).or_else(|| {
-        let probe = test_module.clone().unwrap_or_else(|| format!("{test_dir}/test_x.{}", if lang == "python" { "py" } else { "js" }));
-        runners::detect(root, &probe, "")
-    });
+    let detected =
+        example_path.as_deref().zip(example.as_deref()).and_then(|(p, c)| runners::detect(root, p, c)).or_else(|| {
+            let probe = test_module
+                .clone()
+                .unwrap_or_else(|| format!("{test_dir}/test_x.{}", if lang == "python" { "py" } else { "js" }));
+            runners::detect(root, &probe, "")
+        });
     let framework = detected.unwrap_or(match lang.as_str() {
         "python" => Framework::Pytest,
         "typescript" => Framework::NodeTest,
@@ -404,7 +435,8 @@ pub fn conventions(root: &Path, suspects: &[String]) -> Conventions {
     } else {
         let (file, test) = match lang.as_str() {
             "python" => {
-                let test = if matches!(framework, Framework::Pytest) { "test_name" } else { "ReproduceTests.test_name" };
+                let test =
+                    if matches!(framework, Framework::Pytest) { "test_name" } else { "ReproduceTests.test_name" };
                 (format!("{test_dir}/test_reproduce.py"), Some(test))
             }
             "java" => (format!("{test_dir}/ReproduceTest.java"), None),
@@ -457,13 +489,28 @@ mod tests {
         .map(|(p, n)| (p.to_string(), *n))
         .collect();
         assert_eq!(new_module_for("django/utils/text.py", &tests).as_deref(), Some("tests/utils_tests/test_text.py"));
-        assert_eq!(new_module_for("sympy/core/function.py", &tests).as_deref(), Some("sympy/core/tests/test_function.py"));
-        assert_eq!(new_module_for("lib/x.js", &tests.iter().filter(|(p, _)| p.ends_with(".mjs")).map(|(p, n)| (p.clone(), *n)).collect()).as_deref(), Some("test/x.test.mjs"));
+        assert_eq!(
+            new_module_for("sympy/core/function.py", &tests).as_deref(),
+            Some("sympy/core/tests/test_function.py")
+        );
+        assert_eq!(
+            new_module_for(
+                "lib/x.js",
+                &tests.iter().filter(|(p, _)| p.ends_with(".mjs")).map(|(p, n)| (p.clone(), *n)).collect()
+            )
+            .as_deref(),
+            Some("test/x.test.mjs")
+        );
     }
 
     #[test]
     fn vendored_lines_do_not_make_a_language() {
-        let f = |path: &str, lang: &str, lines: i64| FileRow { path: path.into(), lang: lang.into(), lines, is_test: false };
+        let f = |path: &str, lang: &str, lines: i64| FileRow {
+            path: path.into(),
+            lang: lang.into(),
+            lines,
+            is_test: false,
+        };
         let files = vec![f("a.py", "python", 9000), f("static/jquery.js", "typescript", 500), f("b.ts", "java", 2000)];
         assert_eq!(languages(&files), vec!["python".to_string(), "java".to_string()]);
     }

@@ -24,9 +24,19 @@ pub struct PyForm {
 
 /// Does the snippet touch the database (models, querysets, connections)?
 fn touches_database(body: &str) -> bool {
-    [".objects.", ".objects", "models.Model", "connection.", "connections[", "transaction.", ".save(", "migrate", "call_command("]
-        .iter()
-        .any(|p| body.contains(p))
+    [
+        ".objects.",
+        ".objects",
+        "models.Model",
+        "connection.",
+        "connections[",
+        "transaction.",
+        ".save(",
+        "migrate",
+        "call_command(",
+    ]
+    .iter()
+    .any(|p| body.contains(p))
 }
 
 impl PyForm {
@@ -39,8 +49,12 @@ impl PyForm {
         };
         let class = format!("Reproduce{}Tests", camel(stem));
         let base = match framework {
-            Framework::Pytest | Framework::Custom => return PyForm { framework: Framework::Pytest, class: None, base: None },
-            Framework::Django if !touches_database(body) => ("SimpleTestCase", "from django.test import SimpleTestCase"),
+            Framework::Pytest | Framework::Custom => {
+                return PyForm { framework: Framework::Pytest, class: None, base: None }
+            }
+            Framework::Django if !touches_database(body) => {
+                ("SimpleTestCase", "from django.test import SimpleTestCase")
+            }
             Framework::Django | Framework::DjangoManage => ("TestCase", "from django.test import TestCase"),
             _ => ("unittest.TestCase", "import unittest"),
         };
@@ -111,12 +125,13 @@ impl PyForm {
 }
 
 fn paren_balance(s: &str) -> i32 {
-    s.chars().map(|c| match c {
-        '(' | '[' | '{' => 1,
-        ')' | ']' | '}' => -1,
-        _ => 0,
-    })
-    .sum()
+    s.chars()
+        .map(|c| match c {
+            '(' | '[' | '{' => 1,
+            ')' | ']' | '}' => -1,
+            _ => 0,
+        })
+        .sum()
 }
 
 fn camel(s: &str) -> String {
@@ -150,7 +165,8 @@ pub fn python_test_path(root: &Path, conv: &Conventions, stem: &str) -> String {
 /// Where a generated JavaScript test goes: the directory of the suspect code's tests when
 /// they are JavaScript/TypeScript tests (`lib/x.js` -> `test/`), else `None`.
 pub fn js_test_dir(root: &Path, conv: &Conventions) -> Option<String> {
-    (conv.lang() == Some(Lang::TypeScript) && !conv.test_dir.is_empty() && root.join(&conv.test_dir).is_dir()).then(|| conv.test_dir.clone())
+    (conv.lang() == Some(Lang::TypeScript) && !conv.test_dir.is_empty() && root.join(&conv.test_dir).is_dir())
+        .then(|| conv.test_dir.clone())
 }
 
 /// After the imports: a star import (`from sympy import *`) brings in a package's own
@@ -202,7 +218,10 @@ mod tests {
         assert_eq!(db.preamble(), "from django.test import TestCase\n");
         let body = vec!["settings.configure(", "    USE_TZ=True,", ")", "django.setup()", "print(1)"];
         assert_eq!(f.filter_body(body), vec!["print(1)"]);
-        assert_eq!(python_test_path(Path::new("/nonexistent"), &c, "issue_12"), "tests/utils_tests/test_reproduce_issue_12.py");
+        assert_eq!(
+            python_test_path(Path::new("/nonexistent"), &c, "issue_12"),
+            "tests/utils_tests/test_reproduce_issue_12.py"
+        );
     }
 
     #[test]

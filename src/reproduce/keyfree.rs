@@ -9,9 +9,9 @@ use super::synth::{self, Snippet};
 use super::*;
 use crate::lang::Lang;
 use crate::localize::{self, IssueFacts};
+use crate::sandbox;
 use crate::sandbox::runners::{TestResult, TestStatus};
 use crate::sandbox::tools::{run_test, RunTestArgs};
-use crate::sandbox;
 use crate::search::SearchIndex;
 use crate::store;
 
@@ -42,7 +42,8 @@ pub fn matches(expected: &Expected, kind: Option<&str>, message: &str) -> bool {
 }
 
 /// The exception types a failure of the test's set-up (not its logic) raises.
-const SETUP_ERRORS: &[&str] = &["SyntaxError", "IndentationError", "ImportError", "ModuleNotFoundError", "NameError", "ReferenceError"];
+const SETUP_ERRORS: &[&str] =
+    &["SyntaxError", "IndentationError", "ImportError", "ModuleNotFoundError", "NameError", "ReferenceError"];
 
 /// The triple review of one run: (aligned, logic, symptom), each with its finding. In
 /// the key-free mode the test is the issue's own code, so it is aligned by construction;
@@ -123,7 +124,10 @@ fn expected_failure(facts: &IssueFacts, snippet: &Snippet) -> Option<Expected> {
     }
     let asserts = snippet.code.lines().any(|l| {
         let t = l.trim_start();
-        t.starts_with("assert ") || t.starts_with("assert.") || t.contains("assertEquals(") || t.starts_with("self.assert")
+        t.starts_with("assert ")
+            || t.starts_with("assert.")
+            || t.contains("assertEquals(")
+            || t.starts_with("self.assert")
     });
     asserts.then(|| Expected {
         kind: match snippet.lang {
@@ -150,7 +154,14 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
         model_calls: 0,
         tool_calls: Vec::new(),
     };
-    let finish = |run: &mut RunDir, record: &mut RunRecord, outcome: Outcome, loc: Option<&LocalizationArtifact>, cause: Option<&RootCause>, plan: Option<&TestPlan>, generation: Option<&Generation>| -> Result<Outcome, ReproduceError> {
+    let finish = |run: &mut RunDir,
+                  record: &mut RunRecord,
+                  outcome: Outcome,
+                  loc: Option<&LocalizationArtifact>,
+                  cause: Option<&RootCause>,
+                  plan: Option<&TestPlan>,
+                  generation: Option<&Generation>|
+     -> Result<Outcome, ReproduceError> {
         record.stages = run.stages.clone();
         run.write("outcome.json", &outcome)?;
         run.write("run.json", record)?;
@@ -170,7 +181,11 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
         let names = |v: &[Lang]| v.iter().map(|l| l.name()).collect::<Vec<_>>().join(", ");
         let o = not_reproduced(
             &run,
-            format!("the issue's code is {} but the repository has {}", names(&issue_langs), if langs.is_empty() { "no source files".into() } else { names(&langs) }),
+            format!(
+                "the issue's code is {} but the repository has {}",
+                names(&issue_langs),
+                if langs.is_empty() { "no source files".into() } else { names(&langs) }
+            ),
         );
         return finish(&mut run, &mut record, o, None, None, None, None);
     }
@@ -178,7 +193,9 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
     // Stage 1: localization.
     run.begin("localization");
     let graph = store::open(&store::db_path(&req.root))?;
-    let search = SearchIndex::open(&req.root).ok().filter(|s| s.check_fresh(graph.meta("tree_digest").ok().flatten().as_deref()).is_ok());
+    let search = SearchIndex::open(&req.root)
+        .ok()
+        .filter(|s| s.check_fresh(graph.meta("tree_digest").ok().flatten().as_deref()).is_ok());
     let loc = localize::localize(&graph, search.as_ref(), &req.issue_text, 10)?;
     let top = loc.entities.first().map(|e| e.score).or(loc.files.first().map(|f| f.score)).unwrap_or(1.0).max(1e-9);
     let locations: Vec<Location> = loc
@@ -218,12 +235,20 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
                 l.entity.as_deref().unwrap_or(&l.file)
             ),
             (Some(e), None) => format!("{}: {}", e.kind, e.message),
-            (None, Some(l)) => format!("the behaviour the issue describes, most likely in {}", l.entity.as_deref().unwrap_or(&l.file)),
+            (None, Some(l)) => {
+                format!("the behaviour the issue describes, most likely in {}", l.entity.as_deref().unwrap_or(&l.file))
+            }
             (None, None) => "unknown: the issue names no code of the repository".into(),
         },
         category: if exc.is_some() { "unexpected-exception".into() } else { "wrong-result".into() },
         execution_path: frames,
-        trigger_conditions: facts.code_blocks.iter().map(|(_, b)| b.trim().to_string()).filter(|b| !b.is_empty()).take(3).collect(),
+        trigger_conditions: facts
+            .code_blocks
+            .iter()
+            .map(|(_, b)| b.trim().to_string())
+            .filter(|b| !b.is_empty())
+            .take(3)
+            .collect(),
         confidence: if facts.frames.is_empty() { 0.3 } else { 0.7 },
     };
     run.write("root_cause.json", &cause)?;
@@ -257,9 +282,11 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
     // The test goes where the tests of the suspect code live, in their form.
     let suspects: Vec<String> = loc_art.locations.iter().map(|l| l.file.clone()).collect();
     let conv = super::conventions::conventions(&req.root, &suspects);
-    let test = synth::build(&req.root, &conv, &snippet, stem, &title, Some((&expected.kind, expected.message.as_deref())));
+    let test =
+        synth::build(&req.root, &conv, &snippet, stem, &title, Some((&expected.kind, expected.message.as_deref())));
     let command = crate::sandbox::runners::command_line(
-        crate::sandbox::runners::Framework::parse_name(test.framework).unwrap_or(crate::sandbox::runners::Framework::Custom),
+        crate::sandbox::runners::Framework::parse_name(test.framework)
+            .unwrap_or(crate::sandbox::runners::Framework::Custom),
         &test.path,
         test.test.as_deref(),
         &test.code,
@@ -298,7 +325,13 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
             run_test(
                 sb.as_ref(),
                 &req.root,
-                &RunTestArgs { file: test.path.clone(), test: test.test.clone(), framework: Some(test.framework.into()), command: None, timeout_secs: req.timeout_secs },
+                &RunTestArgs {
+                    file: test.path.clone(),
+                    test: test.test.clone(),
+                    framework: Some(test.framework.into()),
+                    command: None,
+                    timeout_secs: req.timeout_secs,
+                },
             )
             .await
         }
@@ -355,7 +388,9 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
         // Never over an existing file, never through a symlink (dangling or leading out).
         match crate::confine::write_inside(&req.root, &test.path, test.code.as_bytes(), false) {
             Ok(_) => outcome.written = true,
-            Err(crate::confine::WriteError::Io(p, e)) => return Err(std::io::Error::new(e.kind(), format!("writing {p}: {e}")).into()),
+            Err(crate::confine::WriteError::Io(p, e)) => {
+                return Err(std::io::Error::new(e.kind(), format!("writing {p}: {e}")).into())
+            }
             Err(e) => outcome.reason.push_str(&format!("; not written: {e}")),
         }
     }

@@ -6,11 +6,11 @@
 //! directory and the outcome; [`keyfree`] is the mode that needs no model.
 
 pub mod agent;
+mod body;
 pub mod conventions;
 pub mod form;
 pub mod keyfree;
 pub mod pipeline;
-mod body;
 mod synth;
 
 use std::path::{Path, PathBuf};
@@ -83,7 +83,10 @@ impl Request {
     }
 
     /// The sandbox's configuration: the image, the environment, Docker's placement.
-    pub fn sandbox_config(&self, environment: std::sync::Arc<crate::sandbox::env::Environment>) -> crate::sandbox::SandboxConfig {
+    pub fn sandbox_config(
+        &self,
+        environment: std::sync::Arc<crate::sandbox::env::Environment>,
+    ) -> crate::sandbox::SandboxConfig {
         let image = self
             .image
             .clone()
@@ -382,7 +385,8 @@ pub fn report(
     plan: Option<&TestPlan>,
     generation: Option<&Generation>,
 ) -> String {
-    let mut md = format!("# Reproduction: {title}\n\n**Outcome: {}** — {}\n\n", outcome.status.as_str(), outcome.reason);
+    let mut md =
+        format!("# Reproduction: {title}\n\n**Outcome: {}** — {}\n\n", outcome.status.as_str(), outcome.reason);
     if let (Some(path), Some(cmd)) = (&outcome.test_path, &outcome.command) {
         md.push_str(&format!("Test: `{path}`, run with `{cmd}`\n\n"));
     }
@@ -404,7 +408,10 @@ pub fn report(
         md.push('\n');
     }
     if let Some(c) = cause {
-        md.push_str(&format!("## Root cause\n\n{} (category: {}, confidence {:.2})\n\n", c.summary, c.category, c.confidence));
+        md.push_str(&format!(
+            "## Root cause\n\n{} (category: {}, confidence {:.2})\n\n",
+            c.summary, c.category, c.confidence
+        ));
         for s in &c.execution_path {
             md.push_str(&format!("- `{}:{}` in `{}`\n", s.file, s.line, s.function));
         }
@@ -422,7 +429,10 @@ pub fn report(
     if let Some(g) = generation {
         md.push_str(&format!("## Generated test\n\n```\n{}```\n\n## Runs and reviews\n\n", g.test_code));
         for e in &g.executions {
-            md.push_str(&format!("- run {}: {:?}, {} passed, {} failed", e.attempt, e.result.status, e.result.passed, e.result.failed));
+            md.push_str(&format!(
+                "- run {}: {:?}, {} passed, {} failed",
+                e.attempt, e.result.status, e.result.passed, e.result.failed
+            ));
             if let Some(f) = e.result.failures.first() {
                 md.push_str(&format!(" — {}: {}", f.kind.as_deref().unwrap_or("?"), f.message));
             }

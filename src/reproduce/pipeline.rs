@@ -26,7 +26,10 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::agent::{self, ModelCallRecord, StageError, StageSpec, ToolCallRecord, Trace, Verdict, MAX_FEEDBACK_ITERATIONS, MAX_MODEL_CALLS};
+use super::agent::{
+    self, ModelCallRecord, StageError, StageSpec, ToolCallRecord, Trace, Verdict, MAX_FEEDBACK_ITERATIONS,
+    MAX_MODEL_CALLS,
+};
 use super::*;
 use crate::model::{excerpt, ChatModel, ChatRequest, Message, ModelInfo, ToolSpec};
 use crate::sandbox::runners::{self, Framework, TestResult};
@@ -81,7 +84,10 @@ struct Resume {
 impl Resume {
     fn open(dir: Option<&Path>) -> Resume {
         let Some(dir) = dir else { return Resume::default() };
-        let old = std::fs::read(dir.join("inputs.json")).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+        let old = std::fs::read(dir.join("inputs.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
         Resume { old_dir: Some(dir.to_path_buf()), old, ..Resume::default() }
     }
 
@@ -147,7 +153,9 @@ fn parse<T: DeserializeOwned>(v: Value) -> Result<T, String> {
 
 fn safe_rel(p: &str) -> bool {
     let path = Path::new(p);
-    !p.trim().is_empty() && path.is_relative() && path.components().all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir))
+    !p.trim().is_empty()
+        && path.is_relative()
+        && path.components().all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir))
 }
 
 fn check_localization(a: &LocalizationArtifact) -> Result<(), String> {
@@ -175,7 +183,10 @@ fn check_plan(p: &TestPlan) -> Result<(), String> {
         return Err(format!("framework {:?} is not one of {}", p.framework, runners::framework_names().join(", ")));
     }
     if !safe_rel(&p.test_path) {
-        return Err(format!("test_path {:?} must be a path relative to the repository root, without `..`", p.test_path));
+        return Err(format!(
+            "test_path {:?} must be a path relative to the repository root, without `..`",
+            p.test_path
+        ));
     }
     if p.expected.kind.trim().is_empty() {
         return Err("`expected.kind` is empty: name the exception or assertion type the test must show today".into());
@@ -243,9 +254,16 @@ fn scrub_review(r: &mut Review, workdir: &str) {
 fn alignment_review(model: &dyn ChatModel, trace: &mut Trace, issue: &str, code: &str, failure: &Value) -> Review {
     let req = ChatRequest::new(vec![
         Message::system(REVIEW),
-        Message::user(format!("## Issue\n\n{issue}\n\n## Test\n\n```\n{code}\n```\n\n## Its result today\n\n{failure}\n")),
+        Message::user(format!(
+            "## Issue\n\n{issue}\n\n## Test\n\n```\n{code}\n```\n\n## Its result today\n\n{failure}\n"
+        )),
     ]);
-    let finding = |kind: &str, description: String, evidence: String| Finding { kind: kind.into(), component: "test".into(), description, evidence };
+    let finding = |kind: &str, description: String, evidence: String| Finding {
+        kind: kind.into(),
+        component: "test".into(),
+        description,
+        evidence,
+    };
     match trace.chat(model, "generation", &req) {
         Ok(resp) => {
             let text = resp.message.content.unwrap_or_default();
@@ -256,7 +274,11 @@ fn alignment_review(model: &dyn ChatModel, trace: &mut Trace, issue: &str, code:
                     passed: false,
                     finding: Some(finding(
                         "not-aligned",
-                        if a.description.is_empty() { "the test is not about what the issue reports".into() } else { a.description },
+                        if a.description.is_empty() {
+                            "the test is not about what the issue reports".into()
+                        } else {
+                            a.description
+                        },
                         a.evidence,
                     )),
                 },
@@ -274,7 +296,12 @@ fn alignment_review(model: &dyn ChatModel, trace: &mut Trace, issue: &str, code:
         Err(e) => Review {
             check: "aligned".into(),
             passed: false,
-            finding: Some(Finding { kind: "review-failed".into(), component: "model".into(), description: format!("the alignment review call failed: {e}"), evidence: String::new() }),
+            finding: Some(Finding {
+                kind: "review-failed".into(),
+                component: "model".into(),
+                description: format!("the alignment review call failed: {e}"),
+                evidence: String::new(),
+            }),
         },
     }
 }
@@ -314,7 +341,8 @@ pub fn run(req: &Request, model: &dyn ChatModel) -> Result<Outcome, ReproduceErr
     let mut environment = None;
 
     let mut resume = Resume::open(req.resume.as_deref());
-    let result = stages(req, model, &mut run, &mut trace, &mut made, (&mut sandbox_reason, &mut environment), &mut resume);
+    let result =
+        stages(req, model, &mut run, &mut trace, &mut made, (&mut sandbox_reason, &mut environment), &mut resume);
 
     let mut o = match result {
         Ok(o) => o,
@@ -328,7 +356,9 @@ pub fn run(req: &Request, model: &dyn ChatModel) -> Result<Outcome, ReproduceErr
                 // Never over an existing file, never through a symlink (dangling or leading out).
                 match crate::confine::write_inside(&req.root, &g.test_path, g.test_code.as_bytes(), false) {
                     Ok(_) => o.written = true,
-                    Err(crate::confine::WriteError::Io(p, e)) => return Err(std::io::Error::new(e.kind(), format!("writing {p}: {e}")).into()),
+                    Err(crate::confine::WriteError::Io(p, e)) => {
+                        return Err(std::io::Error::new(e.kind(), format!("writing {p}: {e}")).into())
+                    }
                     Err(e) => o.reason.push_str(&format!("; not written: {e}")),
                 }
             }
@@ -348,12 +378,7 @@ pub fn run(req: &Request, model: &dyn ChatModel) -> Result<Outcome, ReproduceErr
         wall_seconds: started.elapsed().as_secs_f64(),
         prompt_tokens: sum(|c| c.prompt_tokens),
         completion_tokens: sum(|c| c.completion_tokens),
-        cost_usd: trace
-            .model_calls
-            .iter()
-            .filter(|c| c.error.is_none())
-            .map(|c| c.cost_usd)
-            .sum::<Option<f64>>(),
+        cost_usd: trace.model_calls.iter().filter(|c| c.error.is_none()).map(|c| c.cost_usd).sum::<Option<f64>>(),
         model_calls: trace.model_calls.clone(),
         tool_calls: trace.tool_calls.clone(),
         resumed_from: req.resume.as_ref().map(|p| p.display().to_string()),
@@ -361,7 +386,10 @@ pub fn run(req: &Request, model: &dyn ChatModel) -> Result<Outcome, ReproduceErr
     };
     run.write("outcome.json", &o)?;
     run.write("run.json", &record)?;
-    run.write_text("report.md", report(&title, &o, made.loc.as_ref(), made.cause.as_ref(), made.plan.as_ref(), made.generation.as_ref()))?;
+    run.write_text(
+        "report.md",
+        report(&title, &o, made.loc.as_ref(), made.cause.as_ref(), made.plan.as_ref(), made.generation.as_ref()),
+    )?;
     Ok(o)
 }
 
@@ -447,11 +475,24 @@ fn stages(
         system: render(LOCALIZATION, &conv),
         user: issue.clone(),
         registry: &retrieval,
-        submit: ToolSpec::new("submit_localization", "Submit the ranked suspicious locations: the stage's final artifact.", schema_of::<LocalizationArtifact>()),
+        submit: ToolSpec::new(
+            "submit_localization",
+            "Submit the ranked suspicious locations: the stage's final artifact.",
+            schema_of::<LocalizationArtifact>(),
+        ),
         max_calls: MAX_MODEL_CALLS,
     };
-    let loc: LocalizationArtifact =
-        analysis_stage("localization", &spec, model, &ctx, trace, run, resume, (&model_name, &tree), check_localization)?;
+    let loc: LocalizationArtifact = analysis_stage(
+        "localization",
+        &spec,
+        model,
+        &ctx,
+        trace,
+        run,
+        resume,
+        (&model_name, &tree),
+        check_localization,
+    )?;
     let loc_json = serde_json::to_string_pretty(&loc).unwrap_or_default();
     let suspects: Vec<String> = loc.locations.iter().map(|l| l.file.clone()).collect();
     let suspect_conv = conventions(&req.root, &suspects);
@@ -463,7 +504,11 @@ fn stages(
         system: render(ROOT_CAUSE, &conv),
         user: format!("{issue}\n## Suspicious locations (from localization)\n\n```json\n{loc_json}\n```\n"),
         registry: &retrieval,
-        submit: ToolSpec::new("submit_root_cause", "Submit the root-cause report: the stage's final artifact.", schema_of::<RootCause>()),
+        submit: ToolSpec::new(
+            "submit_root_cause",
+            "Submit the root-cause report: the stage's final artifact.",
+            schema_of::<RootCause>(),
+        ),
         max_calls: MAX_MODEL_CALLS,
     };
     let cause: RootCause =
@@ -499,13 +544,26 @@ fn stages(
     let env_part = req
         .environment
         .as_ref()
-        .map(|e| format!("{}|{}|{:?}|{:?}", e.python.interpreter.display(), e.python.version.as_deref().unwrap_or(""), req.env.workdir, req.env.activate))
+        .map(|e| {
+            format!(
+                "{}|{}|{:?}|{:?}",
+                e.python.interpreter.display(),
+                e.python.version.as_deref().unwrap_or(""),
+                req.env.workdir,
+                req.env.activate
+            )
+        })
         .unwrap_or_default();
-        // Where and how the test runs decides the verdict too: a run in another sandbox,
+    // Where and how the test runs decides the verdict too: a run in another sandbox,
     // image or with another timeout is not the same generation.
-    let image = req.image.clone().or_else(|| sandbox::image::recorded_image(&req.root)).unwrap_or_else(|| "reproagent-env:none".into());
+    let image = req
+        .image
+        .clone()
+        .or_else(|| sandbox::image::recorded_image(&req.root))
+        .unwrap_or_else(|| "reproagent-env:none".into());
     let where_run = format!("sandbox={:?} image={image} timeout={}", req.sandbox, req.timeout_secs);
-    let gen_key = Resume::key(&["generation", &gen_system, &gen_user, REVIEW, &model_name, &tree, &where_run, &env_part]);
+    let gen_key =
+        Resume::key(&["generation", &gen_system, &gen_user, REVIEW, &model_name, &tree, &where_run, &env_part]);
     if let Some((generation, old)) = resume.reuse_generation(&gen_key) {
         resume.inputs.insert("generation".into(), gen_key);
         run.write("inputs.json", &resume.inputs).map_err(|e| io(run, e))?;
@@ -517,7 +575,13 @@ fn stages(
         if let Some(i) = reason.find("; not written: ") {
             reason.truncate(i);
         }
-        return Ok(Outcome { reason, run_id: run.id.clone(), run_dir: run.path.display().to_string(), written: false, ..old });
+        return Ok(Outcome {
+            reason,
+            run_id: run.id.clone(),
+            run_dir: run.path.display().to_string(),
+            written: false,
+            ..old
+        });
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -534,7 +598,11 @@ fn stages(
     let workdir = sb.workdir().to_string();
     let gen_ctx = ToolContext::new(&req.root)
         .map_err(|e| stop(run, Status::Error, format!("the tool layer: {e}")))?
-        .with_runtime(tools::runtime::RuntimeContext { sandbox: sb.clone(), handle: rt.handle().clone(), repo: req.root.clone() });
+        .with_runtime(tools::runtime::RuntimeContext {
+            sandbox: sb.clone(),
+            handle: rt.handle().clone(),
+            repo: req.root.clone(),
+        });
     let runtime_tools = tools::with_runtime();
     let spec = StageSpec {
         name: "generation",
@@ -548,7 +616,8 @@ fn stages(
         ),
         max_calls: MAX_MODEL_CALLS,
     };
-    let mut st = GenState { attempts: 0, executions: Vec::new(), reviews: Vec::new(), tried: Vec::new(), sandbox_error: None };
+    let mut st =
+        GenState { attempts: 0, executions: Vec::new(), reviews: Vec::new(), tried: Vec::new(), sandbox_error: None };
     let framework = plan.framework.clone();
     let expected = plan.expected.clone();
     let timeout = req.timeout_secs;
@@ -570,7 +639,13 @@ fn stages(
             run_test(
                 sb.as_ref(),
                 &req.root,
-                &RunTestArgs { file: path.clone(), test: None, framework: Some(framework.clone()), command: None, timeout_secs: timeout },
+                &RunTestArgs {
+                    file: path.clone(),
+                    test: None,
+                    framework: Some(framework.clone()),
+                    command: None,
+                    timeout_secs: timeout,
+                },
             )
             .await
         });
@@ -621,16 +696,27 @@ fn stages(
     let _ = rt.block_on(sb.close());
     run.stage_done("generation");
     let command_for = |path: &str, code: &str| {
-        runners::command_line(Framework::parse_name(&plan.framework).unwrap_or(Framework::Custom), path, None, code, None, &runners::Layout::of(&req.root))
+        runners::command_line(
+            Framework::parse_name(&plan.framework).unwrap_or(Framework::Custom),
+            path,
+            None,
+            code,
+            None,
+            &runners::Layout::of(&req.root),
+        )
     };
     let ended = match result {
         Ok((path, code, result)) => {
-            let generation = Generation { test_path: path.clone(), test_code: code.clone(), executions: st.executions, reviews: st.reviews };
+            let generation = Generation {
+                test_path: path.clone(),
+                test_code: code.clone(),
+                executions: st.executions,
+                reviews: st.reviews,
+            };
             run.write("generation.json", &generation).map_err(|e| io(run, e))?;
-            let failure = result
-                .failures
-                .first()
-                .map(|f| format!("{}: {}", f.kind.as_deref().unwrap_or("?"), f.message.lines().next().unwrap_or("").trim()));
+            let failure = result.failures.first().map(|f| {
+                format!("{}: {}", f.kind.as_deref().unwrap_or("?"), f.message.lines().next().unwrap_or("").trim())
+            });
             made.generation = Some(generation);
             Ok(Outcome {
                 status: Status::Reproduced,
@@ -650,12 +736,18 @@ fn stages(
             // The best attempt: most checks passed, the later one on a tie.
             let best = st.tried.iter().enumerate().max_by_key(|(i, t)| (t.2, *i)).map(|(_, t)| t.clone());
             if let Some((path, code, _)) = &best {
-                let generation = Generation { test_path: path.clone(), test_code: code.clone(), executions: st.executions.clone(), reviews: st.reviews.clone() };
+                let generation = Generation {
+                    test_path: path.clone(),
+                    test_code: code.clone(),
+                    executions: st.executions.clone(),
+                    reviews: st.reviews.clone(),
+                };
                 run.write("generation.json", &generation).map_err(|e| io(run, e))?;
                 made.generation = Some(generation);
             }
             let broke = st.sandbox_error.is_some() || matches!(e, StageError::Model(_) | StageError::Failed(_));
-            let mut o = outcome(run, if broke { Status::Error } else { Status::NotReproduced }, stage_reason("generation", &e));
+            let mut o =
+                outcome(run, if broke { Status::Error } else { Status::NotReproduced }, stage_reason("generation", &e));
             if let Some((path, code, passed)) = best {
                 o.reason.push_str(&format!("; best attempt ({passed} of 3 checks passed) kept in generation.json"));
                 o.command = Some(command_for(&path, &code));

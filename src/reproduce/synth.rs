@@ -23,7 +23,10 @@ fn is_traceback_text(s: &str) -> bool {
         || s.lines().any(|l| {
             let t = l.trim_start();
             // pytest's report: `E   AssertionError: ...`, `>       assert x`.
-            t.starts_with("File \"") || t.starts_with("at ") && t.contains(".java:") || t.starts_with("E   ") || t.starts_with(">   ")
+            t.starts_with("File \"")
+                || t.starts_with("at ") && t.contains(".java:")
+                || t.starts_with("E   ")
+                || t.starts_with(">   ")
         })
 }
 
@@ -70,7 +73,10 @@ fn doctest_statements(text: &str) -> Option<String> {
     for (k, (c, raised)) in out.iter().enumerate() {
         match raised {
             Some(kind) if Some(k) != last && !c.trim_end().ends_with(':') => {
-                let kind = if kind.chars().all(|ch| ch.is_alphanumeric() || ch == '_') && (kind.ends_with("Error") || kind.ends_with("Exception")) && is_builtin_exception(kind) {
+                let kind = if kind.chars().all(|ch| ch.is_alphanumeric() || ch == '_')
+                    && (kind.ends_with("Error") || kind.ends_with("Exception"))
+                    && is_builtin_exception(kind)
+                {
                     kind.as_str()
                 } else {
                     "Exception"
@@ -93,9 +99,23 @@ fn doctest_statements(text: &str) -> Option<String> {
 fn is_builtin_exception(k: &str) -> bool {
     matches!(
         k,
-        "ValueError" | "TypeError" | "KeyError" | "IndexError" | "AttributeError" | "NotImplementedError" | "ZeroDivisionError"
-            | "RuntimeError" | "AssertionError" | "LookupError" | "OverflowError" | "RecursionError" | "NameError" | "OSError"
-            | "FileNotFoundError" | "StopIteration" | "Exception"
+        "ValueError"
+            | "TypeError"
+            | "KeyError"
+            | "IndexError"
+            | "AttributeError"
+            | "NotImplementedError"
+            | "ZeroDivisionError"
+            | "RuntimeError"
+            | "AssertionError"
+            | "LookupError"
+            | "OverflowError"
+            | "RecursionError"
+            | "NameError"
+            | "OSError"
+            | "FileNotFoundError"
+            | "StopIteration"
+            | "Exception"
     )
 }
 
@@ -144,7 +164,9 @@ fn is_literal(s: &str) -> bool {
     if quoted('\'') || quoted('"') {
         return true;
     }
-    let bracketed = (s.starts_with('[') && s.ends_with(']')) || (s.starts_with('(') && s.ends_with(')')) || (s.starts_with('{') && s.ends_with('}'));
+    let bracketed = (s.starts_with('[') && s.ends_with(']'))
+        || (s.starts_with('(') && s.ends_with(')'))
+        || (s.starts_with('{') && s.ends_with('}'));
     bracketed && !s.contains('<')
 }
 
@@ -171,7 +193,9 @@ pub fn find_snippet(facts: &IssueFacts, raw: &str, repo_langs: &[Lang]) -> Optio
             "js" | "javascript" | "mjs" | "node" if js => {
                 return Some(Snippet { lang: Lang::TypeScript, dialect: "js", code: body.clone(), from_doctest: false })
             }
-            "java" if java => return Some(Snippet { lang: Lang::Java, dialect: "java", code: body.clone(), from_doctest: false }),
+            "java" if java => {
+                return Some(Snippet { lang: Lang::Java, dialect: "java", code: body.clone(), from_doctest: false })
+            }
             "" if py && looks_like_python(body) => {
                 return Some(Snippet { lang: Lang::Python, dialect: "python", code: body.clone(), from_doctest: false })
             }
@@ -192,7 +216,10 @@ pub fn find_snippet(facts: &IssueFacts, raw: &str, repo_langs: &[Lang]) -> Optio
 fn looks_like_python(body: &str) -> bool {
     let statement_like = body.lines().any(|l| {
         let t = l.trim_start();
-        t.starts_with("import ") || t.starts_with("from ") && t.contains(" import ") || t.starts_with("def ") || t.starts_with("assert ")
+        t.starts_with("import ")
+            || t.starts_with("from ") && t.contains(" import ")
+            || t.starts_with("def ")
+            || t.starts_with("assert ")
             || t.starts_with("class ")
     });
     let calls = body.lines().any(|l| !l.trim_start().starts_with('$') && l.contains('(') && l.contains(')'));
@@ -259,7 +286,14 @@ fn test_dir(root: &Path, candidates: &[&str]) -> Option<String> {
 
 /// Build the test for a snippet. `stem` names the file (from the issue's file name),
 /// `title` the test.
-pub fn build(root: &Path, conv: &Conventions, snippet: &Snippet, stem: &str, title: &str, expected: Option<(&str, Option<&str>)>) -> TestFile {
+pub fn build(
+    root: &Path,
+    conv: &Conventions,
+    snippet: &Snippet,
+    stem: &str,
+    title: &str,
+    expected: Option<(&str, Option<&str>)>,
+) -> TestFile {
     let name = {
         let s = slug(title, 48);
         if s.is_empty() {
@@ -305,7 +339,11 @@ pub fn build(root: &Path, conv: &Conventions, snippet: &Snippet, stem: &str, tit
             code.push_str(&form.open(&name));
             let indent = form.indent();
             let mut any = false;
-            let body: Vec<&str> = form.filter_body(body.iter().map(String::as_str).collect()).into_iter().skip_while(|l| l.trim().is_empty()).collect();
+            let body: Vec<&str> = form
+                .filter_body(body.iter().map(String::as_str).collect())
+                .into_iter()
+                .skip_while(|l| l.trim().is_empty())
+                .collect();
             for l in body {
                 if l.trim().is_empty() {
                     code.push('\n');
@@ -329,7 +367,8 @@ pub fn build(root: &Path, conv: &Conventions, snippet: &Snippet, stem: &str, tit
             let up = dir.as_deref().map(|d| "../".repeat(d.split('/').count())).unwrap_or_else(|| "./".into());
             let file = format!("reproduce-{}.test.mjs", stem.replace('_', "-"));
             let path = dir.map(|d| format!("{d}/{file}")).unwrap_or(file);
-            let (imports, body): (Vec<&str>, Vec<&str>) = snippet.code.lines().partition(|l| l.trim_start().starts_with("import "));
+            let (imports, body): (Vec<&str>, Vec<&str>) =
+                snippet.code.lines().partition(|l| l.trim_start().starts_with("import "));
             let mut code = format!("// Reproduces: {title}\n// Built by reproagent from the code in the issue. Fails today with {what}.\nimport {{ test }} from 'node:test';\n");
             for i in imports {
                 code.push_str(&i.replace("'./", &format!("'{up}")).replace("\"./", &format!("\"{up}")));
@@ -354,8 +393,11 @@ pub fn build(root: &Path, conv: &Conventions, snippet: &Snippet, stem: &str, tit
                 "test".to_string()
             };
             let path = format!("{dir}/{class}.java");
-            let (imports, body): (Vec<&str>, Vec<&str>) = snippet.code.lines().partition(|l| l.trim_start().starts_with("import "));
-            let mut code = format!("// Reproduces: {title}\n// Built by reproagent from the code in the issue. Fails today with {what}.\n");
+            let (imports, body): (Vec<&str>, Vec<&str>) =
+                snippet.code.lines().partition(|l| l.trim_start().starts_with("import "));
+            let mut code = format!(
+                "// Reproduces: {title}\n// Built by reproagent from the code in the issue. Fails today with {what}.\n"
+            );
             for p in java_packages(root) {
                 code.push_str(&format!("import {p}.*;\n"));
             }
@@ -381,13 +423,16 @@ pub fn build(root: &Path, conv: &Conventions, snippet: &Snippet, stem: &str, tit
 }
 
 fn camel(s: &str) -> String {
-    s.split('_').filter(|p| !p.is_empty()).map(|p| {
-        let mut c = p.chars();
-        match c.next() {
-            Some(f) => f.to_ascii_uppercase().to_string() + c.as_str(),
-            None => String::new(),
-        }
-    }).collect()
+    s.split('_')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let mut c = p.chars();
+            match c.next() {
+                Some(f) => f.to_ascii_uppercase().to_string() + c.as_str(),
+                None => String::new(),
+            }
+        })
+        .collect()
 }
 
 /// The packages declared by the repository's Java files.
@@ -425,12 +470,20 @@ mod tests {
     fn a_traceback_before_the_last_statement_is_expected_not_the_failure() {
         let text = ">>> solve((x - 1,), x, y)\nTraceback (most recent call last):\n...\nNotImplementedError:\nonly finite\n>>> solve((y - 1,), x, y)\n>>> boom()\nTraceback (most recent call last):\nValueError: no\n";
         let code = doctest_statements(text).unwrap();
-        assert_eq!(code, "import pytest\nwith pytest.raises(Exception):\n    solve((x - 1,), x, y)\nsolve((y - 1,), x, y)\nboom()\n");
+        assert_eq!(
+            code,
+            "import pytest\nwith pytest.raises(Exception):\n    solve((x - 1,), x, y)\nsolve((y - 1,), x, y)\nboom()\n"
+        );
     }
 
     #[test]
     fn python_tests_hoist_imports() {
-        let s = Snippet { lang: Lang::Python, dialect: "python", code: "from a import f\n\nassert f() == 1\n".into(), from_doctest: false };
+        let s = Snippet {
+            lang: Lang::Python,
+            dialect: "python",
+            code: "from a import f\n\nassert f() == 1\n".into(),
+            from_doctest: false,
+        };
         let dir = tempfile::tempdir().unwrap();
         let conv = super::super::conventions::conventions(dir.path(), &[]);
         let t = build(dir.path(), &conv, &s, "1234", "f returns 2", Some(("AssertionError", None)));

@@ -72,7 +72,14 @@ fn definitions(f: &FileFacts) -> BTreeMap<&str, Vec<DefSig<'_>>> {
     let mut out: BTreeMap<&str, Vec<DefSig>> = BTreeMap::new();
     for e in &f.entities {
         let parent = e.parent.map(|p| f.entities[p as usize].id.as_str());
-        out.entry(e.name.as_str()).or_default().push((e.id.as_str(), e.kind.as_str(), parent, &e.params, e.varargs, &e.bases));
+        out.entry(e.name.as_str()).or_default().push((
+            e.id.as_str(),
+            e.kind.as_str(),
+            parent,
+            &e.params,
+            e.varargs,
+            &e.bases,
+        ));
     }
     out
 }
@@ -166,12 +173,17 @@ fn changed_names<'a>(old: Option<&'a FileFacts>, new: Option<&'a FileFacts>, nam
             names.insert(name);
         }
     }
-    let vars = |f: &'a FileFacts| -> BTreeSet<(&'a str, &'a str, u32)> { f.vars.iter().map(|v| (v.name.as_str(), v.ty.as_str(), v.owner)).collect() };
+    let vars = |f: &'a FileFacts| -> BTreeSet<(&'a str, &'a str, u32)> {
+        f.vars.iter().map(|v| (v.name.as_str(), v.ty.as_str(), v.owner)).collect()
+    };
     for (name, _, _) in vars(o).symmetric_difference(&vars(n)) {
         names.insert(name);
     }
     let imports = |f: &'a FileFacts| -> BTreeSet<(&'a str, &'a str, &'a str, bool, String)> {
-        f.imports.iter().map(|i| (i.module.as_str(), i.name.as_str(), i.alias.as_str(), i.is_static, format!("{:?}", i.kind))).collect()
+        f.imports
+            .iter()
+            .map(|i| (i.module.as_str(), i.name.as_str(), i.alias.as_str(), i.is_static, format!("{:?}", i.kind)))
+            .collect()
     };
     for (module, name, alias, _, _) in imports(o).symmetric_difference(&imports(n)) {
         names.extend(pieces(name));
@@ -212,10 +224,13 @@ pub fn affected(old: &World, new: &World, changed: &BTreeSet<&str>) -> (Vec<u32>
     // changed one (`from c import y as x`, `x = c.y`): to a fixpoint.
     let mut picked: Vec<Vec<bool>> = Vec::new();
     for w in [old, new] {
-        picked.push(w.files.iter().map(|f| changed.contains(f.path.as_str()) || inheriting.contains(f.path.as_str())).collect());
+        picked.push(
+            w.files.iter().map(|f| changed.contains(f.path.as_str()) || inheriting.contains(f.path.as_str())).collect(),
+        );
     }
     if !names.is_empty() {
-        let used: Vec<Vec<HashSet<&str>>> = [old, new].iter().map(|w| w.files.iter().map(|f| uses(f)).collect()).collect();
+        let used: Vec<Vec<HashSet<&str>>> =
+            [old, new].iter().map(|w| w.files.iter().map(|f| uses(f)).collect()).collect();
         loop {
             let before = names.len();
             for (wi, w) in [old, new].into_iter().enumerate() {

@@ -109,7 +109,9 @@ fn simple_type(w: &World, scope: ERef, name: &str) -> Option<Hit> {
 
 pub(super) fn import_target(w: &World, _fi: u32, imp: &Import) -> Option<String> {
     match (imp.kind, imp.is_static) {
-        (ImportKind::Name, false) => w.java_types.get(&format!("{}.{}", imp.module, imp.name)).map(|&r| w.id(r).to_string()),
+        (ImportKind::Name, false) => {
+            w.java_types.get(&format!("{}.{}", imp.module, imp.name)).map(|&r| w.id(r).to_string())
+        }
         (ImportKind::Name, true) => {
             let ty = *w.java_types.get(&imp.module)?;
             let member = w.child_named(ty, &imp.name, |_| true).into_iter().next().unwrap_or(ty);
@@ -172,9 +174,8 @@ pub(super) fn resolve_call(w: &World, fi: u32, call: &Call) -> Vec<Hit> {
     let owner = (fi, call.owner);
     let name = call.name.as_str();
     let args = call.args;
-    let fallback = || {
-        w.fallback(Lang::Java, name, true, &|m| arity_ok(w, m, args) && w.entity(m).name == w.entity(m).name)
-    };
+    let fallback =
+        || w.fallback(Lang::Java, name, true, &|m| arity_ok(w, m, args) && w.entity(m).name == w.entity(m).name);
     if call.new {
         let Some(t) = resolve_type(w, owner, name) else { return Vec::new() };
         let ty_name = &w.entity(t.target).name;
@@ -182,11 +183,8 @@ pub(super) fn resolve_call(w: &World, fi: u32, call: &Call) -> Vec<Hit> {
         if ctors.is_empty() {
             return vec![t];
         }
-        let fit: Vec<Hit> = ctors
-            .into_iter()
-            .filter(|&c| arity_ok(w, c, args))
-            .map(|target| Hit { target, how: t.how })
-            .collect();
+        let fit: Vec<Hit> =
+            ctors.into_iter().filter(|&c| arity_ok(w, c, args)).map(|target| Hit { target, how: t.how }).collect();
         return if fit.is_empty() { vec![t] } else { fit };
     }
     let recv = call.receiver.as_str();

@@ -276,11 +276,7 @@ impl<'a> World<'a> {
     /// Children of `r` named `name` whose kind passes `keep`, in source order.
     pub(crate) fn child_named(&self, r: ERef, name: &str, keep: impl Fn(Kind) -> bool) -> Vec<ERef> {
         let Some(found) = self.child_index.get(&(r, name)) else { return Vec::new() };
-        found
-            .iter()
-            .filter(|&&c| keep(self.files[r.0 as usize].entities[c as usize].kind))
-            .map(|&c| (r.0, c))
-            .collect()
+        found.iter().filter(|&&c| keep(self.files[r.0 as usize].entities[c as usize].kind)).map(|&c| (r.0, c)).collect()
     }
 
     /// The nearest enclosing type (class, interface, enum) of an entity, itself included.
@@ -483,7 +479,13 @@ fn test_of(files: &[&FileFacts], rows: &Rows) -> BTreeSet<(String, String)> {
 /// Entities visible by lexical scope from `owner`: the enclosing function scopes from the
 /// inside out, then the module's top level. Type bodies are skipped when `skip_types`
 /// (Python, TS: methods are not in scope by bare name).
-pub(crate) fn lexical(w: &World, owner: ERef, name: &str, skip_types: bool, keep: impl Fn(Kind) -> bool) -> Option<ERef> {
+pub(crate) fn lexical(
+    w: &World,
+    owner: ERef,
+    name: &str,
+    skip_types: bool,
+    keep: impl Fn(Kind) -> bool,
+) -> Option<ERef> {
     let mut at = Some(owner.1);
     while let Some(i) = at {
         let r = (owner.0, i);

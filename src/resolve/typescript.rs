@@ -204,24 +204,22 @@ pub(super) fn resolve_call(w: &World, fi: u32, call: &Call) -> Vec<Hit> {
             Some(ty) => w.inherited_member(ty, name, &|m| callable(w.entity(m).kind)),
             None => Vec::new(),
         },
-        recv if recv.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '$') => {
-            match lookup(w, owner, recv) {
-                Some(Binding::Module(mf)) => match export(w, mf, name, MAX_HOPS) {
-                    Some(Binding::Entity(r, _)) => vec![Hit { target: r, how: How::Import }],
-                    _ => Vec::new(),
-                },
-                Some(Binding::Entity(r, how)) if w.entity(r).kind.is_type() => {
-                    let hits = w.member(r, name, how, &|m| callable(w.entity(m).kind));
-                    if hits.is_empty() {
-                        methods_fallback()
-                    } else {
-                        hits
-                    }
+        recv if recv.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '$') => match lookup(w, owner, recv) {
+            Some(Binding::Module(mf)) => match export(w, mf, name, MAX_HOPS) {
+                Some(Binding::Entity(r, _)) => vec![Hit { target: r, how: How::Import }],
+                _ => Vec::new(),
+            },
+            Some(Binding::Entity(r, how)) if w.entity(r).kind.is_type() => {
+                let hits = w.member(r, name, how, &|m| callable(w.entity(m).kind));
+                if hits.is_empty() {
+                    methods_fallback()
+                } else {
+                    hits
                 }
-                _ if is_imported(w, fi, recv) => Vec::new(),
-                _ => methods_fallback(),
             }
-        }
+            _ if is_imported(w, fi, recv) => Vec::new(),
+            _ => methods_fallback(),
+        },
         _ => methods_fallback(),
     }
 }

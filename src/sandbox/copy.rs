@@ -84,7 +84,8 @@ fn walk(root: &Path) -> Result<Vec<(PathBuf, std::fs::Metadata)>> {
         names.sort();
         for name in names {
             let r = rel.join(&name);
-            let meta = std::fs::symlink_metadata(root.join(&r)).map_err(|e| SandboxError::io(format!("reading {}", r.display()), e))?;
+            let meta = std::fs::symlink_metadata(root.join(&r))
+                .map_err(|e| SandboxError::io(format!("reading {}", r.display()), e))?;
             let is_dir = meta.is_dir();
             if left_out(root, &r, is_dir).is_some() {
                 continue;
@@ -260,7 +261,19 @@ mod tests {
         let rels: Vec<String> = repo_entries(root).unwrap().iter().map(|p| p.display().to_string()).collect();
         assert_eq!(
             rels,
-            ["build", "build/.cache", "build/.cache/keep", "node_modules", "node_modules/left-pad", "node_modules/left-pad/index.js", "pkg", "pkg/__init__.py", "sub", "venvish", "venvish/lib.py"]
+            [
+                "build",
+                "build/.cache",
+                "build/.cache/keep",
+                "node_modules",
+                "node_modules/left-pad",
+                "node_modules/left-pad/index.js",
+                "pkg",
+                "pkg/__init__.py",
+                "sub",
+                "venvish",
+                "venvish/lib.py"
+            ]
         );
         assert_eq!(left_out(root, Path::new(".venv"), true), Some("virtualenv"));
         assert_eq!(left_out(root, Path::new(".venv"), false), None, "a symlink is copied as a link");

@@ -101,7 +101,8 @@ impl DockerSandbox {
             host_config: Some(host),
             ..Default::default()
         };
-        let opts = CreateContainerOptions { name: Some(format!("reproagent-{}", config.session)), ..Default::default() };
+        let opts =
+            CreateContainerOptions { name: Some(format!("reproagent-{}", config.session)), ..Default::default() };
         let id = docker.create_container(Some(opts), body).await?.id;
         Self::adopt(docker, id, &config).await
     }
@@ -115,12 +116,22 @@ impl DockerSandbox {
             None => WORKDIR.to_string(),
         };
         let activate = config.activate.clone().filter(|a| !a.trim().is_empty());
-        let sb = DockerSandbox { docker, id, workdir, activate, closed: AtomicBool::new(false), output_bytes: config.limits.output_bytes, oom_kills: AtomicU64::new(0), _interrupt };
+        let sb = DockerSandbox {
+            docker,
+            id,
+            workdir,
+            activate,
+            closed: AtomicBool::new(false),
+            output_bytes: config.limits.output_bytes,
+            oom_kills: AtomicU64::new(0),
+            _interrupt,
+        };
         sb.docker.start_container(&sb.id, None::<bollard::query_parameters::StartContainerOptions>).await?;
         let repo = config.repo.clone();
         let prefix = sb.workdir.clone();
         // A host environment inside the repository (`.venv`) means nothing in the image.
-        let skip: Vec<std::path::PathBuf> = config.env.as_ref().and_then(|e| super::local::env_inside(&repo, e)).into_iter().collect();
+        let skip: Vec<std::path::PathBuf> =
+            config.env.as_ref().and_then(|e| super::local::env_inside(&repo, e)).into_iter().collect();
         let archive = tokio::task::spawn_blocking(move || repo_archive_at(&repo, &prefix, &skip))
             .await
             .map_err(|e| SandboxError::Other(format!("archiving the repository: {e}")))??;
@@ -378,7 +389,8 @@ impl Sandbox for DockerSandbox {
                 let mut entry = entry.map_err(|e| SandboxError::io("reading the archive", e))?;
                 if entry.header().entry_type().is_file() {
                     let mut data = Vec::new();
-                    std::io::Read::read_to_end(&mut entry, &mut data).map_err(|e| SandboxError::io("reading the archive", e))?;
+                    std::io::Read::read_to_end(&mut entry, &mut data)
+                        .map_err(|e| SandboxError::io("reading the archive", e))?;
                     return Ok(data);
                 }
             }
@@ -395,7 +407,10 @@ fn check_workdir(w: &str) -> Result<String> {
     let p = Path::new(w);
     let normal = p.is_absolute() && p.components().skip(1).all(|c| matches!(c, std::path::Component::Normal(_)));
     let top = p.components().nth(1).map(|c| c.as_os_str().to_string_lossy().into_owned()).unwrap_or_default();
-    if !normal || p.components().count() < 2 || ["bin", "dev", "etc", "lib", "lib64", "proc", "sbin", "sys", "usr"].contains(&top.as_str()) {
+    if !normal
+        || p.components().count() < 2
+        || ["bin", "dev", "etc", "lib", "lib64", "proc", "sbin", "sys", "usr"].contains(&top.as_str())
+    {
         return Err(SandboxError::Other(format!(
             "--workdir {w:?}: give the absolute directory the image keeps the repository in (e.g. /testbed), not a system directory"
         )));

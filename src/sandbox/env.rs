@@ -144,7 +144,9 @@ impl PythonEnv {
         };
         let version = self.version.as_deref().map(|v| format!(" (Python {v})")).unwrap_or_default();
         let pytest = match self.pytest {
-            Some(false) => format!("; it has no pytest: Python tests fall back to unittest (fix: `{}`)", self.pytest_fix()),
+            Some(false) => {
+                format!("; it has no pytest: Python tests fall back to unittest (fix: `{}`)", self.pytest_fix())
+            }
             _ => String::new(),
         };
         format!("{what}{version}: {}{pytest}", self.reason)
@@ -241,13 +243,31 @@ fn from_env_dir(dir: &Path, source: PythonSource, reason: String) -> Option<Pyth
         return None;
     };
     let interpreter = env_python(dir)?;
-    Some(PythonEnv { source, kind, interpreter, prefix: Some(dir.to_path_buf()), reason, passed_over: Vec::new(), version: None, pytest: None })
+    Some(PythonEnv {
+        source,
+        kind,
+        interpreter,
+        prefix: Some(dir.to_path_buf()),
+        reason,
+        passed_over: Vec::new(),
+        version: None,
+        pytest: None,
+    })
 }
 
 /// An explicit `PATH`: a venv or conda directory, a directory with `bin/python`, an
 /// interpreter (inside a venv or not), or a bare name looked up on the user's `PATH`.
-pub fn explicit_python(path: &Path, source: PythonSource, origin: &str, env: &BTreeMap<String, String>) -> Result<PythonEnv, EnvError> {
-    let bad = |problem: &str| EnvError::BadPython { origin: origin.to_string(), path: path.display().to_string(), problem: problem.to_string() };
+pub fn explicit_python(
+    path: &Path,
+    source: PythonSource,
+    origin: &str,
+    env: &BTreeMap<String, String>,
+) -> Result<PythonEnv, EnvError> {
+    let bad = |problem: &str| EnvError::BadPython {
+        origin: origin.to_string(),
+        path: path.display().to_string(),
+        problem: problem.to_string(),
+    };
     let reason = format!("{origin} {}", path.display());
     let path = if path.components().count() == 1 && !path.is_absolute() && !path.exists() {
         // A bare name (`python3.11`): the user's PATH.
@@ -270,7 +290,16 @@ pub fn explicit_python(path: &Path, source: PythonSource, origin: &str, env: &BT
             return Err(bad("an environment directory without bin/python"));
         }
         return match env_python(&path) {
-            Some(interpreter) => Ok(PythonEnv { source, kind: PythonKind::Interpreter, interpreter, prefix: None, reason, passed_over: Vec::new(), version: None, pytest: None }),
+            Some(interpreter) => Ok(PythonEnv {
+                source,
+                kind: PythonKind::Interpreter,
+                interpreter,
+                prefix: None,
+                reason,
+                passed_over: Vec::new(),
+                version: None,
+                pytest: None,
+            }),
             None => Err(bad("a directory that is neither a virtualenv (pyvenv.cfg) nor has bin/python")),
         };
     }
@@ -281,10 +310,28 @@ pub fn explicit_python(path: &Path, source: PythonSource, origin: &str, env: &BT
     if let Some(dir) = path.parent().filter(|b| b.file_name().is_some_and(|n| n == "bin")).and_then(Path::parent) {
         if is_venv(dir) || is_conda(dir) {
             let kind = if is_venv(dir) { PythonKind::Venv } else { PythonKind::Conda };
-            return Ok(PythonEnv { source, kind, interpreter: path.clone(), prefix: Some(dir.to_path_buf()), reason, passed_over: Vec::new(), version: None, pytest: None });
+            return Ok(PythonEnv {
+                source,
+                kind,
+                interpreter: path.clone(),
+                prefix: Some(dir.to_path_buf()),
+                reason,
+                passed_over: Vec::new(),
+                version: None,
+                pytest: None,
+            });
         }
     }
-    Ok(PythonEnv { source, kind: PythonKind::Interpreter, interpreter: path, prefix: None, reason, passed_over: Vec::new(), version: None, pytest: None })
+    Ok(PythonEnv {
+        source,
+        kind: PythonKind::Interpreter,
+        interpreter: path,
+        prefix: None,
+        reason,
+        passed_over: Vec::new(),
+        version: None,
+        pytest: None,
+    })
 }
 
 /// URL-safe base64 of a SHA-256, cut to 8 characters: the project hash poetry, pipenv
@@ -363,7 +410,8 @@ pub fn lookup_python(i: &Inputs) -> Result<PythonEnv, EnvError> {
 fn lookup_found(i: &Inputs, passed_over: &mut Vec<String>) -> Option<PythonEnv> {
     // VIRTUAL_ENV: an activated virtualenv.
     if let Some(v) = i.var("VIRTUAL_ENV") {
-        match from_env_dir(Path::new(v), PythonSource::VirtualEnv, format!("VIRTUAL_ENV={v} (an activated virtualenv)")) {
+        match from_env_dir(Path::new(v), PythonSource::VirtualEnv, format!("VIRTUAL_ENV={v} (an activated virtualenv)"))
+        {
             Some(e) => return Some(e),
             None => passed_over.push(format!("VIRTUAL_ENV={v}: not a virtualenv with bin/python")),
         }
@@ -372,7 +420,11 @@ fn lookup_found(i: &Inputs, passed_over: &mut Vec<String>) -> Option<PythonEnv> 
     for name in [".venv", "venv", "env"] {
         let dir = i.repo.join(name);
         if is_venv(&dir) {
-            let by = if read(&dir.join("pyvenv.cfg")).lines().any(|l| l.trim_start().starts_with("uv ")) { " (made by uv)" } else { "" };
+            let by = if read(&dir.join("pyvenv.cfg")).lines().any(|l| l.trim_start().starts_with("uv ")) {
+                " (made by uv)"
+            } else {
+                ""
+            };
             match from_env_dir(&dir, PythonSource::RepoVenv, format!("the repository's virtualenv {name}/{by}")) {
                 Some(e) => return Some(e),
                 None => passed_over.push(format!("{name}/: pyvenv.cfg but no bin/python")),
@@ -392,7 +444,9 @@ fn lookup_found(i: &Inputs, passed_over: &mut Vec<String>) -> Option<PythonEnv> 
         if let Some(d) = pick {
             let others: Vec<String> = tox.iter().filter(|x| **x != d).map(name).collect();
             let also = if others.is_empty() { String::new() } else { format!("; also there: {}", others.join(", ")) };
-            if let Some(e) = from_env_dir(&d, PythonSource::RepoVenv, format!("the repository's tox env .tox/{}{also}", name(&d))) {
+            if let Some(e) =
+                from_env_dir(&d, PythonSource::RepoVenv, format!("the repository's tox env .tox/{}{also}", name(&d)))
+            {
                 return Some(e);
             }
         }
@@ -429,7 +483,11 @@ fn lookup_found(i: &Inputs, passed_over: &mut Vec<String>) -> Option<PythonEnv> 
     }
     // conda
     if let Some(p) = i.var("CONDA_PREFIX") {
-        match from_env_dir(Path::new(p), PythonSource::Conda, format!("CONDA_PREFIX={p} (an activated conda environment)")) {
+        match from_env_dir(
+            Path::new(p),
+            PythonSource::Conda,
+            format!("CONDA_PREFIX={p} (an activated conda environment)"),
+        ) {
             Some(e) => return Some(e),
             None => passed_over.push(format!("CONDA_PREFIX={p}: not an environment with bin/python")),
         }
@@ -437,7 +495,9 @@ fn lookup_found(i: &Inputs, passed_over: &mut Vec<String>) -> Option<PythonEnv> 
     if let Some(name) = conda_env_name(i.repo) {
         match conda_named(i, &name) {
             Some(e) => return Some(e),
-            None => passed_over.push(format!("conda: environment.yml names {name:?}, not found under conda's envs dirs")),
+            None => {
+                passed_over.push(format!("conda: environment.yml names {name:?}, not found under conda's envs dirs"))
+            }
         }
     }
     None
@@ -449,14 +509,22 @@ fn poetry(i: &Inputs) -> Result<PythonEnv, String> {
     let dir = if let Some(p) = i.var("POETRY_VIRTUALENVS_PATH") {
         PathBuf::from(p)
     } else {
-        let config_dir = i.var("POETRY_CONFIG_DIR").map(PathBuf::from).or_else(|| i.xdg("XDG_CONFIG_HOME", ".config").map(|c| c.join("pypoetry")));
-        let cache = i.var("POETRY_CACHE_DIR").map(PathBuf::from).or_else(|| i.xdg("XDG_CACHE_HOME", ".cache").map(|c| c.join("pypoetry")));
+        let config_dir = i
+            .var("POETRY_CONFIG_DIR")
+            .map(PathBuf::from)
+            .or_else(|| i.xdg("XDG_CONFIG_HOME", ".config").map(|c| c.join("pypoetry")));
+        let cache = i
+            .var("POETRY_CACHE_DIR")
+            .map(PathBuf::from)
+            .or_else(|| i.xdg("XDG_CACHE_HOME", ".cache").map(|c| c.join("pypoetry")));
         let configured = config_dir.and_then(|c| {
             let v: toml::Value = toml::from_str(&read(&c.join("config.toml"))).ok()?;
             v.get("virtualenvs")?.get("path")?.as_str().map(str::to_string)
         });
         match (configured, cache) {
-            (Some(p), cache) => PathBuf::from(p.replace("{cache-dir}", &cache.map(|c| c.display().to_string()).unwrap_or_default())),
+            (Some(p), cache) => {
+                PathBuf::from(p.replace("{cache-dir}", &cache.map(|c| c.display().to_string()).unwrap_or_default()))
+            }
             (None, Some(c)) => c.join("virtualenvs"),
             (None, None) => return Err("no HOME to find its virtualenvs in".into()),
         }
@@ -464,7 +532,9 @@ fn poetry(i: &Inputs) -> Result<PythonEnv, String> {
     let hash = hash8(i.repo.to_string_lossy().as_bytes(), 32);
     let mine: Vec<PathBuf> = subdirs(&dir)
         .into_iter()
-        .filter(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()).is_some_and(|n| n.contains(&format!("-{hash}-py"))))
+        .filter(|d| {
+            d.file_name().map(|n| n.to_string_lossy().into_owned()).is_some_and(|n| n.contains(&format!("-{hash}-py")))
+        })
         .filter(|d| is_venv(d))
         .collect();
     if mine.is_empty() {
@@ -472,39 +542,63 @@ fn poetry(i: &Inputs) -> Result<PythonEnv, String> {
     }
     // `poetry env use` records the chosen minor version in envs.toml.
     let chosen_minor = toml::from_str::<toml::Value>(&read(&dir.join("envs.toml"))).ok().and_then(|v| {
-        v.as_table()?.iter().find(|(k, _)| k.ends_with(&format!("-{hash}")))?.1.get("minor")?.as_str().map(str::to_string)
+        v.as_table()?
+            .iter()
+            .find(|(k, _)| k.ends_with(&format!("-{hash}")))?
+            .1
+            .get("minor")?
+            .as_str()
+            .map(str::to_string)
     });
     let name = |d: &PathBuf| d.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let pick = chosen_minor
         .and_then(|m| mine.iter().find(|d| name(d).ends_with(&format!("-py{m}"))).cloned())
         .or_else(|| mine.iter().max_by_key(|d| py_version(&name(d))).cloned())
         .ok_or("no virtualenv")?;
-    from_env_dir(&pick, PythonSource::Poetry, format!("poetry's virtualenv for this project ({})", pick.display())).ok_or_else(|| "its virtualenv has no bin/python".into())
+    from_env_dir(&pick, PythonSource::Poetry, format!("poetry's virtualenv for this project ({})", pick.display()))
+        .ok_or_else(|| "its virtualenv has no bin/python".into())
 }
 
 /// pipenv: under `WORKON_HOME` (default `~/.local/share/virtualenvs`), the directory
 /// whose `.project` names the repository, or `<dir name>-<hash of the Pipfile's path>`.
 fn pipenv(i: &Inputs) -> Result<PythonEnv, String> {
-    let home = i.var("WORKON_HOME").map(PathBuf::from).or_else(|| i.xdg("XDG_DATA_HOME", ".local/share").map(|d| d.join("virtualenvs"))).ok_or("no HOME")?;
+    let home = i
+        .var("WORKON_HOME")
+        .map(PathBuf::from)
+        .or_else(|| i.xdg("XDG_DATA_HOME", ".local/share").map(|d| d.join("virtualenvs")))
+        .ok_or("no HOME")?;
     let repo = i.repo.to_string_lossy();
     let base: String = i
         .repo
         .file_name()
-        .map(|n| n.to_string_lossy().chars().map(|c| if " &$`!*@\"()[]\\\r\n\t".contains(c) { '_' } else { c }).take(42).collect())
+        .map(|n| {
+            n.to_string_lossy()
+                .chars()
+                .map(|c| if " &$`!*@\"()[]\\\r\n\t".contains(c) { '_' } else { c })
+                .take(42)
+                .collect()
+        })
         .unwrap_or_default();
     let expected = format!("{base}-{}", hash8(format!("{repo}/Pipfile").as_bytes(), 6));
     let pick = subdirs(&home)
         .into_iter()
         .filter(|d| is_venv(d))
-        .find(|d| read(&d.join(".project")).trim() == repo || d.file_name().is_some_and(|n| n.to_string_lossy() == expected))
+        .find(|d| {
+            read(&d.join(".project")).trim() == repo || d.file_name().is_some_and(|n| n.to_string_lossy() == expected)
+        })
         .ok_or_else(|| format!("no virtualenv for this project in {} (looked for {expected})", home.display()))?;
-    from_env_dir(&pick, PythonSource::Pipenv, format!("pipenv's virtualenv for this project ({})", pick.display())).ok_or_else(|| "its virtualenv has no bin/python".into())
+    from_env_dir(&pick, PythonSource::Pipenv, format!("pipenv's virtualenv for this project ({})", pick.display()))
+        .ok_or_else(|| "its virtualenv has no bin/python".into())
 }
 
 /// hatch: `<data dir>/env/virtual/<project>/<id>/<env>`, `<id>` a hash of the project's
 /// path; the default environment is named after the project.
 fn hatch(i: &Inputs) -> Result<PythonEnv, String> {
-    let data = i.var("HATCH_DATA_DIR").map(PathBuf::from).or_else(|| i.xdg("XDG_DATA_HOME", ".local/share").map(|d| d.join("hatch"))).ok_or("no HOME")?;
+    let data = i
+        .var("HATCH_DATA_DIR")
+        .map(PathBuf::from)
+        .or_else(|| i.xdg("XDG_DATA_HOME", ".local/share").map(|d| d.join("hatch")))
+        .ok_or("no HOME")?;
     let id = hash8(i.repo.to_string_lossy().as_bytes(), 32);
     let root = data.join("env").join("virtual");
     for project in subdirs(&root) {
@@ -514,7 +608,12 @@ fn hatch(i: &Inputs) -> Result<PythonEnv, String> {
         }
         let default = project.file_name().map(|n| n.to_os_string());
         let pick = envs.iter().find(|d| d.file_name().map(|n| n.to_os_string()) == default).unwrap_or(&envs[0]).clone();
-        return from_env_dir(&pick, PythonSource::Hatch, format!("hatch's environment for this project ({})", pick.display())).ok_or_else(|| "its environment has no bin/python".into());
+        return from_env_dir(
+            &pick,
+            PythonSource::Hatch,
+            format!("hatch's environment for this project ({})", pick.display()),
+        )
+        .ok_or_else(|| "its environment has no bin/python".into());
     }
     Err(format!("no environment for this project (id {id}) under {}", root.display()))
 }
@@ -560,14 +659,22 @@ fn conda_named(i: &Inputs, name: &str) -> Option<PythonEnv> {
     for d in ["/opt/conda", "/opt/miniconda3", "/opt/anaconda3", "/opt/miniforge3"] {
         dirs.push(Path::new(d).join("envs").join(name));
     }
-    dirs.into_iter().find_map(|d| from_env_dir(&d, PythonSource::Conda, format!("the conda environment {name:?} that environment.yml names ({})", d.display())))
+    dirs.into_iter().find_map(|d| {
+        from_env_dir(
+            &d,
+            PythonSource::Conda,
+            format!("the conda environment {name:?} that environment.yml names ({})", d.display()),
+        )
+    })
 }
 
 /// Node: the repository's `node_modules/.bin`, and the directory of the `node` on the
 /// user's `PATH`, ahead of the system's.
 pub fn lookup_node(i: &Inputs) -> NodeEnv {
     let node_modules_bin = i.repo.join("node_modules/.bin").is_dir();
-    let user = i.var("PATH").and_then(|p| p.split(':').filter(|d| !d.is_empty()).map(PathBuf::from).find(|d| is_executable(&d.join("node"))));
+    let user = i.var("PATH").and_then(|p| {
+        p.split(':').filter(|d| !d.is_empty()).map(PathBuf::from).find(|d| is_executable(&d.join("node")))
+    });
     let nm = if node_modules_bin { "the repository's node_modules/.bin, then " } else { "" };
     match user {
         Some(d) if !SYSTEM_DIRS.contains(&d.to_string_lossy().as_ref()) => NodeEnv {
@@ -575,15 +682,24 @@ pub fn lookup_node(i: &Inputs) -> NodeEnv {
             bin_dir: Some(d),
             node_modules_bin,
         },
-        Some(d) => NodeEnv { reason: format!("{nm}the system's ({}/node, also first on your PATH)", d.display()), bin_dir: None, node_modules_bin },
-        None => NodeEnv { reason: format!("{nm}the system's, if any (no node on your PATH)"), bin_dir: None, node_modules_bin },
+        Some(d) => NodeEnv {
+            reason: format!("{nm}the system's ({}/node, also first on your PATH)", d.display()),
+            bin_dir: None,
+            node_modules_bin,
+        },
+        None => NodeEnv {
+            reason: format!("{nm}the system's, if any (no node on your PATH)"),
+            bin_dir: None,
+            node_modules_bin,
+        },
     }
 }
 
 /// Java: `JAVA_HOME/bin` first when set. The project's build tool is recorded, not used:
 /// the JUnit runner compiles with `javac` against `lib/` and `target/dependency/` jars.
 pub fn lookup_java(i: &Inputs) -> JavaEnv {
-    let on_path = |tool: &str| i.var("PATH").is_some_and(|p| p.split(':').any(|d| is_executable(&Path::new(d).join(tool))));
+    let on_path =
+        |tool: &str| i.var("PATH").is_some_and(|p| p.split(':').any(|d| is_executable(&Path::new(d).join(tool))));
     let build_tool = if i.repo.join("pom.xml").is_file() {
         Some(format!(
             "maven (pom.xml; mvn {}): not used, `mvn -o` cannot be kept offline and out of your ~/.m2 from the sandbox; \
@@ -595,15 +711,27 @@ pub fn lookup_java(i: &Inputs) -> JavaEnv {
         Some(format!(
             "gradle ({}): not used, `gradle --offline` needs your ~/.gradle caches, which the sandbox does not share; \
              copy the test runtime classpath's jars into lib/ for the runner to find them",
-            if wrapper { "gradlew in the repository" } else if on_path("gradle") { "gradle on PATH" } else { "no gradle on PATH" }
+            if wrapper {
+                "gradlew in the repository"
+            } else if on_path("gradle") {
+                "gradle on PATH"
+            } else {
+                "no gradle on PATH"
+            }
         ))
     } else {
         None
     };
     let tool = build_tool.as_deref().map(|t| format!("; build tool {t}")).unwrap_or_default();
     match i.var("JAVA_HOME").map(PathBuf::from) {
-        Some(h) if is_executable(&h.join("bin/java")) => JavaEnv { reason: format!("JAVA_HOME={}{tool}", h.display()), java_home: Some(h), build_tool },
-        Some(h) => JavaEnv { reason: format!("the system's (JAVA_HOME={} has no bin/java){tool}", h.display()), java_home: None, build_tool },
+        Some(h) if is_executable(&h.join("bin/java")) => {
+            JavaEnv { reason: format!("JAVA_HOME={}{tool}", h.display()), java_home: Some(h), build_tool }
+        }
+        Some(h) => JavaEnv {
+            reason: format!("the system's (JAVA_HOME={} has no bin/java){tool}", h.display()),
+            java_home: None,
+            build_tool,
+        },
         None => JavaEnv { reason: format!("the system's (no JAVA_HOME){tool}"), java_home: None, build_tool },
     }
 }
@@ -665,7 +793,11 @@ pub fn probe(p: &mut PythonEnv) -> Result<(), EnvError> {
         PythonSource::Case => "the case's tests.python",
         _ => "python",
     };
-    let bad = |problem: String| EnvError::BadPython { origin: origin.into(), path: p.interpreter.display().to_string(), problem };
+    let bad = |problem: String| EnvError::BadPython {
+        origin: origin.into(),
+        path: p.interpreter.display().to_string(),
+        problem,
+    };
     let mut path: Vec<String> = p.bin_dir().map(|b| b.display().to_string()).into_iter().collect();
     path.extend(SYSTEM_DIRS.iter().map(|s| s.to_string()));
     let mut cmd = std::process::Command::new(&p.interpreter);
@@ -746,7 +878,11 @@ pub fn resolve_with(repo: &Path, python: Option<&Path>, source: PythonSource) ->
 
 /// [`resolve_with`], once per (repository, python) in the process: the bench harness
 /// asks for each case's tests, and the answer does not change within a run.
-pub fn resolve_cached(repo: &Path, python: Option<&Path>, source: PythonSource) -> Result<std::sync::Arc<Environment>, EnvError> {
+pub fn resolve_cached(
+    repo: &Path,
+    python: Option<&Path>,
+    source: PythonSource,
+) -> Result<std::sync::Arc<Environment>, EnvError> {
     use std::sync::{Arc, Mutex, OnceLock};
     type Cache = Mutex<BTreeMap<(PathBuf, Option<PathBuf>), Arc<Environment>>>;
     static CACHE: OnceLock<Cache> = OnceLock::new();
@@ -819,7 +955,8 @@ mod tests {
         let e = look(&repo, &[("HOME", &h), ("CONDA_PREFIX", &c)], None).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((e.source, e.prefix.clone()), (PythonSource::RepoVenv, Some(repo.join("venv"))));
         venv(&repo.join(".venv"));
-        std::fs::write(repo.join(".venv/pyvenv.cfg"), "home = /usr/bin\nuv = 0.4.0\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(repo.join(".venv/pyvenv.cfg"), "home = /usr/bin\nuv = 0.4.0\n")
+            .unwrap_or_else(|e| panic!("{e}"));
         let e = look(&repo, &[("HOME", &h)], None).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(e.prefix, Some(repo.join(".venv")));
         assert!(e.reason.contains("uv"), "{}", e.reason);
@@ -833,9 +970,11 @@ mod tests {
         assert_eq!(e.source, PythonSource::RepoVenv);
         assert!(e.passed_over[0].contains("/no/such/venv"), "{:?}", e.passed_over);
         // An explicit one beats everything: a venv dir, an interpreter in a venv, a bare interpreter.
-        let e = look(&repo, &[("HOME", &h), ("VIRTUAL_ENV", &a)], Some((&conda, PythonSource::Flag))).unwrap_or_else(|e| panic!("{e}"));
+        let e = look(&repo, &[("HOME", &h), ("VIRTUAL_ENV", &a)], Some((&conda, PythonSource::Flag)))
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((e.source, e.kind), (PythonSource::Flag, PythonKind::Conda));
-        let e = look(&repo, &[], Some((&active.join("bin/python"), PythonSource::Config))).unwrap_or_else(|e| panic!("{e}"));
+        let e = look(&repo, &[], Some((&active.join("bin/python"), PythonSource::Config)))
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((e.kind, e.prefix.clone()), (PythonKind::Venv, Some(active.clone())));
         let bare = t.path().join("py/bin/python3.9");
         exe(&bare);
@@ -843,16 +982,23 @@ mod tests {
         assert_eq!((e.kind, e.bin_dir()), (PythonKind::Interpreter, Some(t.path().join("py/bin"))));
         // A bare name is looked up on the user's PATH.
         let p = t.path().join("py/bin").display().to_string();
-        let e = look(&repo, &[("PATH", &p)], Some((Path::new("python3.9"), PythonSource::Flag))).unwrap_or_else(|e| panic!("{e}"));
+        let e = look(&repo, &[("PATH", &p)], Some((Path::new("python3.9"), PythonSource::Flag)))
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(e.interpreter, bare);
         // Bad ones are errors that say what is wrong.
-        let err = look(&repo, &[], Some((&t.path().join("nope"), PythonSource::Flag))).err().map(|e| e.to_string()).unwrap_or_default();
+        let err = look(&repo, &[], Some((&t.path().join("nope"), PythonSource::Flag)))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(err.starts_with("--python ") && err.ends_with("no such file or directory"), "{err}");
         std::fs::create_dir_all(&home).unwrap_or_else(|e| panic!("{e}"));
         let err = look(&repo, &[], Some((&home, PythonSource::Flag))).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.contains("neither a virtualenv"), "{err}");
         std::fs::write(t.path().join("notexe"), "x").unwrap_or_else(|e| panic!("{e}"));
-        let err = look(&repo, &[], Some((&t.path().join("notexe"), PythonSource::Flag))).err().map(|e| e.to_string()).unwrap_or_default();
+        let err = look(&repo, &[], Some((&t.path().join("notexe"), PythonSource::Flag)))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(err.contains("not an executable"), "{err}");
     }
 
@@ -872,14 +1018,19 @@ mod tests {
         let h = home.display().to_string();
         let hash = hash8(repo.to_string_lossy().as_bytes(), 32);
         // poetry: the cache's virtualenvs, newest Python unless envs.toml says otherwise.
-        std::fs::write(repo.join("pyproject.toml"), "[tool.poetry]\nname = \"proj\"\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(repo.join("pyproject.toml"), "[tool.poetry]\nname = \"proj\"\n")
+            .unwrap_or_else(|e| panic!("{e}"));
         let venvs = home.join(".cache/pypoetry/virtualenvs");
         venv(&venvs.join(format!("proj-{hash}-py3.9")));
         venv(&venvs.join(format!("proj-{hash}-py3.11")));
         venv(&venvs.join("other-AAAAAAAA-py3.12"));
         let e = look(&repo, &[("HOME", &h)], None).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((e.source, e.prefix.clone()), (PythonSource::Poetry, Some(venvs.join(format!("proj-{hash}-py3.11")))));
-        std::fs::write(venvs.join("envs.toml"), format!("[proj-{hash}]\nminor = \"3.9\"\npatch = \"3.9.18\"\n")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (e.source, e.prefix.clone()),
+            (PythonSource::Poetry, Some(venvs.join(format!("proj-{hash}-py3.11"))))
+        );
+        std::fs::write(venvs.join("envs.toml"), format!("[proj-{hash}]\nminor = \"3.9\"\npatch = \"3.9.18\"\n"))
+            .unwrap_or_else(|e| panic!("{e}"));
         let e = look(&repo, &[("HOME", &h)], None).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(e.prefix, Some(venvs.join(format!("proj-{hash}-py3.9"))));
         std::fs::remove_file(repo.join("pyproject.toml")).unwrap_or_else(|e| panic!("{e}"));
@@ -890,7 +1041,8 @@ mod tests {
         let e = look(&repo, &[("HOME", &h)], None).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(e.source, PythonSource::System, "a stranger's env is not taken");
         assert!(e.passed_over.iter().any(|p| p.starts_with("pipenv:")), "{:?}", e.passed_over);
-        std::fs::write(workon.join("proj-zzzzzzzz/.project"), repo.display().to_string()).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(workon.join("proj-zzzzzzzz/.project"), repo.display().to_string())
+            .unwrap_or_else(|e| panic!("{e}"));
         let e = look(&repo, &[("HOME", &h)], None).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((e.source, e.prefix.clone()), (PythonSource::Pipenv, Some(workon.join("proj-zzzzzzzz"))));
         std::fs::remove_file(repo.join("Pipfile")).unwrap_or_else(|e| panic!("{e}"));
@@ -908,7 +1060,8 @@ mod tests {
         let e = look(&repo, &[("HOME", &h), ("UV_PROJECT_ENVIRONMENT", &u)], None).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(e.source, PythonSource::Uv);
         // conda: environment.yml's name, found through CONDA_EXE's root.
-        std::fs::write(repo.join("environment.yml"), "name: testbed\ndependencies:\n  - python=3.9\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(repo.join("environment.yml"), "name: testbed\ndependencies:\n  - python=3.9\n")
+            .unwrap_or_else(|e| panic!("{e}"));
         let root = t.path().join("miniconda3");
         exe(&root.join("bin/conda"));
         std::fs::create_dir_all(root.join("envs/testbed/conda-meta")).unwrap_or_else(|e| panic!("{e}"));
@@ -932,7 +1085,8 @@ mod tests {
         assert!(n.node_modules_bin);
         exe(&t.path().join("jdk/bin/java"));
         std::fs::write(repo.join("pom.xml"), "<project/>").unwrap_or_else(|e| panic!("{e}"));
-        let env: BTreeMap<String, String> = [("JAVA_HOME".to_string(), t.path().join("jdk").display().to_string())].into();
+        let env: BTreeMap<String, String> =
+            [("JAVA_HOME".to_string(), t.path().join("jdk").display().to_string())].into();
         let j = lookup_java(&Inputs { repo: &repo, env: &env, explicit: None });
         assert_eq!(j.java_home, Some(t.path().join("jdk")));
         assert!(j.build_tool.as_deref().unwrap_or("").starts_with("maven"), "{j:?}");

@@ -53,8 +53,19 @@ pub struct StepRun {
 }
 
 const MANIFESTS: &[&str] = &[
-    "Dockerfile", "pyproject.toml", "setup.py", "setup.cfg", "requirements.txt", "requirements-dev.txt", "requirements-test.txt",
-    "package.json", "package-lock.json", "npm-shrinkwrap.json", "pom.xml", "build.gradle", "build.gradle.kts",
+    "Dockerfile",
+    "pyproject.toml",
+    "setup.py",
+    "setup.cfg",
+    "requirements.txt",
+    "requirements-dev.txt",
+    "requirements-test.txt",
+    "package.json",
+    "package-lock.json",
+    "npm-shrinkwrap.json",
+    "pom.xml",
+    "build.gradle",
+    "build.gradle.kts",
 ];
 
 /// The install steps a repository's manifests call for, in order.
@@ -72,10 +83,20 @@ pub fn plan(repo: &Path) -> Vec<Step> {
         steps.push(Step { because: because.into(), command: format!("{pip} -e ."), network: true });
     }
     if has("package.json") && (has("package-lock.json") || has("npm-shrinkwrap.json")) {
-        steps.push(Step { because: "package-lock.json".into(), command: "npm ci --no-audit --no-fund".into(), network: true });
+        steps.push(Step {
+            because: "package-lock.json".into(),
+            command: "npm ci --no-audit --no-fund".into(),
+            network: true,
+        });
     }
     if repo.join("src/main/java").is_dir() {
-        let because = if has("pom.xml") { "pom.xml" } else if has("build.gradle") { "build.gradle" } else { "src/main/java" };
+        let because = if has("pom.xml") {
+            "pom.xml"
+        } else if has("build.gradle") {
+            "build.gradle"
+        } else {
+            "src/main/java"
+        };
         steps.push(Step {
             because: because.into(),
             command: "mkdir -p target/classes && find src/main/java -name '*.java' > target/sources.txt && \
@@ -144,7 +165,12 @@ pub async fn prepare(repo: &Path, base_image: &str, mut on_step: impl FnMut(&Ste
         let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
         let tail = lines[lines.len().saturating_sub(20)..].join("\n");
         let ok = out.success();
-        runs.push(StepRun { step: step.clone(), exit_code: out.exit_code, duration_ms: out.duration_ms, tail: tail.clone() });
+        runs.push(StepRun {
+            step: step.clone(),
+            exit_code: out.exit_code,
+            duration_ms: out.duration_ms,
+            tail: tail.clone(),
+        });
         if !ok {
             sb.close().await?;
             return Err(SandboxError::Other(format!("`{}` failed (exit {:?}):\n{tail}", step.command, out.exit_code)));
@@ -160,7 +186,12 @@ pub async fn prepare(repo: &Path, base_image: &str, mut on_step: impl FnMut(&Ste
         ..Default::default()
     };
     let labels = HashMap::from([("reproagent.base".to_string(), base_image.to_string())]);
-    let commit = d.commit_container(opts, ContainerConfig { labels: Some(labels), working_dir: Some(docker::WORKDIR.into()), ..Default::default() }).await;
+    let commit = d
+        .commit_container(
+            opts,
+            ContainerConfig { labels: Some(labels), working_dir: Some(docker::WORKDIR.into()), ..Default::default() },
+        )
+        .await;
     sb.close().await?;
     commit?;
     record(&tag)?;
@@ -180,10 +211,15 @@ async fn open_networked(d: &bollard::Docker, config: SandboxConfig) -> Result<do
         image: Some(config.image.clone()),
         cmd: Some(vec!["sh".into(), "-c".into(), "trap 'exit 0' TERM; while :; do sleep 3600 & wait; done".into()]),
         labels: Some(labels),
-        host_config: Some(HostConfig { memory: Some(memory), pids_limit: Some(i64::from(config.limits.pids)), ..Default::default() }),
+        host_config: Some(HostConfig {
+            memory: Some(memory),
+            pids_limit: Some(i64::from(config.limits.pids)),
+            ..Default::default()
+        }),
         ..Default::default()
     };
-    let opts = CreateContainerOptions { name: Some(format!("reproagent-prepare-{}", config.session)), ..Default::default() };
+    let opts =
+        CreateContainerOptions { name: Some(format!("reproagent-prepare-{}", config.session)), ..Default::default() };
     let id = d.create_container(Some(opts), body).await?.id;
     match docker::DockerSandbox::adopt(d.clone(), id.clone(), &config).await {
         Ok(sb) => Ok(sb),
@@ -233,7 +269,8 @@ async fn build_dockerfile(d: &bollard::Docker, repo: &Path, on_step: &mut impl F
             hint: format!("the Dockerfile starts FROM it and prepare never pulls: `docker pull {base}` first"),
         });
     }
-    let step = Step { because: "Dockerfile".into(), command: format!("docker build -t {tag} (FROM {base})"), network: true };
+    let step =
+        Step { because: "Dockerfile".into(), command: format!("docker build -t {tag} (FROM {base})"), network: true };
     on_step(&step);
     let started = std::time::Instant::now();
     let context = {

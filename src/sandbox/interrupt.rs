@@ -238,11 +238,15 @@ fn cleanup(resources: BTreeMap<u64, Resource>, name: &str) -> Vec<String> {
 fn remove_containers(mut ids: Vec<String>) -> Vec<String> {
     use bollard::query_parameters::RemoveContainerOptions;
     let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
-        return vec!["could not start a runtime to remove the containers (`reproagent sandbox clean` removes them)".into()];
+        return vec![
+            "could not start a runtime to remove the containers (`reproagent sandbox clean` removes them)".into()
+        ];
     };
     rt.block_on(async move {
         let Ok(d) = bollard::Docker::connect_with_local_defaults() else {
-            return vec!["could not reach Docker to remove the containers (`reproagent sandbox clean` removes them)".into()];
+            return vec![
+                "could not reach Docker to remove the containers (`reproagent sandbox clean` removes them)".into()
+            ];
         };
         let mut lines = Vec::new();
         ids.extend(own_containers(&d).await.into_iter().filter(|c| !ids.contains(c)).collect::<Vec<_>>());
@@ -251,8 +255,12 @@ fn remove_containers(mut ids: Vec<String>) -> Vec<String> {
             match tokio::time::timeout(Duration::from_secs(8), d.remove_container(&id, Some(opts))).await {
                 Ok(Ok(())) => {}
                 Ok(Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. })) => {}
-                Ok(Err(e)) => lines.push(format!("could not remove container {id}: {e} (`reproagent sandbox clean` removes it)")),
-                Err(_) => lines.push(format!("removing container {id} timed out (`reproagent sandbox clean` removes it)")),
+                Ok(Err(e)) => {
+                    lines.push(format!("could not remove container {id}: {e} (`reproagent sandbox clean` removes it)"))
+                }
+                Err(_) => {
+                    lines.push(format!("removing container {id} timed out (`reproagent sandbox clean` removes it)"))
+                }
             }
         }
         lines

@@ -76,8 +76,7 @@ struct MountAttr {
 
 fn cstr(p: &Path) -> std::io::Result<CString> {
     use std::os::unix::ffi::OsStrExt;
-    CString::new(p.as_os_str().as_bytes())
-        .map_err(|_| std::io::Error::other("path with a NUL byte"))
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| std::io::Error::other("path with a NUL byte"))
 }
 
 impl Jail {
@@ -90,9 +89,7 @@ impl Jail {
             let Ok(real) = Path::new(&p).canonicalize() else {
                 continue;
             };
-            if std::fs::symlink_metadata(&real).is_ok_and(|m| !m.is_dir())
-                && seen.insert(real.clone())
-            {
+            if std::fs::symlink_metadata(&real).is_ok_and(|m| !m.is_dir()) && seen.insert(real.clone()) {
                 hide.push(cstr(&real)?);
             }
         }
@@ -129,25 +126,15 @@ impl Jail {
                 Err(e) => Err(e.to_string()),
             }
         };
-        let full = Isolation {
-            fs: true,
-            net: true,
-        };
+        let full = Isolation { fs: true, net: true };
         match try_with(full) {
             Ok(()) => (full, None),
             Err(e) => {
-                let fs_only = Isolation {
-                    fs: true,
-                    net: false,
-                };
+                let fs_only = Isolation { fs: true, net: false };
                 if try_with(fs_only).is_ok() {
                     return (fs_only, None);
                 }
-                let net = try_with(Isolation {
-                    fs: false,
-                    net: true,
-                })
-                .is_ok();
+                let net = try_with(Isolation { fs: false, net: true }).is_ok();
                 (Isolation { fs: false, net }, Some(e))
             }
         }
@@ -186,35 +173,16 @@ impl Jail {
                 return Ok(());
             }
             let none = std::ptr::null::<libc::c_char>();
-            if libc::mount(
-                none,
-                c"/".as_ptr(),
-                none,
-                libc::MS_REC | libc::MS_PRIVATE,
-                std::ptr::null(),
-            ) != 0
-            {
+            if libc::mount(none, c"/".as_ptr(), none, libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) != 0 {
                 return Err(err());
             }
             // The sandbox dir becomes a mount of its own, so it can stay writable.
             let dir = self.sandbox_dir.as_ptr();
-            if libc::mount(
-                dir,
-                dir,
-                none,
-                libc::MS_BIND | libc::MS_REC,
-                std::ptr::null(),
-            ) != 0
-            {
+            if libc::mount(dir, dir, none, libc::MS_BIND | libc::MS_REC, std::ptr::null()) != 0 {
                 return Err(err());
             }
             let setattr = |path: *const libc::c_char, set: u64, clr: u64| -> std::io::Result<()> {
-                let attr = MountAttr {
-                    attr_set: set,
-                    attr_clr: clr,
-                    propagation: 0,
-                    userns_fd: 0,
-                };
+                let attr = MountAttr { attr_set: set, attr_clr: clr, propagation: 0, userns_fd: 0 };
                 let r = libc::syscall(
                     libc::SYS_mount_setattr,
                     libc::AT_FDCWD,
@@ -244,14 +212,7 @@ impl Jail {
                 }
             }
             for h in &self.hide {
-                if libc::mount(
-                    c"/dev/null".as_ptr(),
-                    h.as_ptr(),
-                    none,
-                    libc::MS_BIND,
-                    std::ptr::null(),
-                ) != 0
-                {
+                if libc::mount(c"/dev/null".as_ptr(), h.as_ptr(), none, libc::MS_BIND, std::ptr::null()) != 0 {
                     return Err(err());
                 }
             }

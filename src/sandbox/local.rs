@@ -135,7 +135,11 @@ impl LocalSandbox {
             }
         }
         // A program named without a directory is looked up on the sandbox's PATH.
-        let prog: PathBuf = if prog.contains('/') { PathBuf::from(prog) } else { which(&self.path, prog).unwrap_or_else(|| PathBuf::from(prog)) };
+        let prog: PathBuf = if prog.contains('/') {
+            PathBuf::from(prog)
+        } else {
+            which(&self.path, prog).unwrap_or_else(|| PathBuf::from(prog))
+        };
         let mut cmd = tokio::process::Command::new(&prog);
         cmd.args(args)
             .current_dir(&cwd)
@@ -152,7 +156,8 @@ impl LocalSandbox {
         let mem = self.limits.memory_bytes;
         let pids = u64::from(self.limits.pids);
         let cpu_secs = req.timeout.as_secs().saturating_add(2);
-        let jail = super::jail::Jail::new(&self.root, &cwd, self.iso).map_err(|e| SandboxError::io("preparing the confinement", e))?;
+        let jail = super::jail::Jail::new(&self.root, &cwd, self.iso)
+            .map_err(|e| SandboxError::io("preparing the confinement", e))?;
         // SAFETY: only async-signal-safe syscalls run between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
@@ -303,7 +308,9 @@ impl Sandbox for LocalSandbox {
             match crate::confine::write_inside(&self.repo, rel, contents, true) {
                 Ok(_) => Ok(()),
                 Err(crate::confine::WriteError::Io(p, e)) => Err(SandboxError::io(format!("writing {p}"), e)),
-                Err(crate::confine::WriteError::Symlink(p)) => Err(SandboxError::PathOutside(format!("{p} (a symlink; files are never written through one)"))),
+                Err(crate::confine::WriteError::Symlink(p)) => {
+                    Err(SandboxError::PathOutside(format!("{p} (a symlink; files are never written through one)")))
+                }
                 Err(e) => Err(SandboxError::Other(e.to_string())),
             }
         })
@@ -316,7 +323,9 @@ impl Sandbox for LocalSandbox {
             let path = self.repo.join(check_rel(rel)?);
             crate::confine::read_regular(&self.repo, &path).map_err(|e| match e {
                 crate::confine::Refused::Io(e) => SandboxError::io(format!("reading {rel}"), e),
-                crate::confine::Refused::Missing => SandboxError::io(format!("reading {rel}"), std::io::Error::from(std::io::ErrorKind::NotFound)),
+                crate::confine::Refused::Missing => {
+                    SandboxError::io(format!("reading {rel}"), std::io::Error::from(std::io::ErrorKind::NotFound))
+                }
                 other => SandboxError::PathOutside(format!("{rel} ({other})")),
             })
         })
@@ -343,13 +352,20 @@ pub(crate) fn env_inside(repo: &Path, env: &super::env::Environment) -> Option<P
 /// The first executable called `name` on `path`.
 fn which(path: &str, name: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    path.split(':').map(|d| Path::new(d).join(name)).find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+    path.split(':')
+        .map(|d| Path::new(d).join(name))
+        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
 }
 
 /// `PATH` and the variables of every command: the environment's directories ahead of
 /// the system's, `VIRTUAL_ENV`/`CONDA_PREFIX`, and `PYTHONPATH` = the sandbox-private
 /// `sitecustomize` directory, the copy's root and its `src/`.
-fn environment(root: &Path, copy: &Path, user_tree: &Path, env: Option<&super::env::Environment>) -> Result<(String, Vec<(String, String)>)> {
+fn environment(
+    root: &Path,
+    copy: &Path,
+    user_tree: &Path,
+    env: Option<&super::env::Environment>,
+) -> Result<(String, Vec<(String, String)>)> {
     use super::env::PythonKind;
     let mut dirs: Vec<PathBuf> = Vec::new();
     let mut vars: Vec<(String, String)> = Vec::new();
@@ -359,12 +375,14 @@ fn environment(root: &Path, copy: &Path, user_tree: &Path, env: Option<&super::e
             // A bare interpreter has no `python3` beside it for sure: shims that run it.
             let bin = root.join(PYBIN);
             std::fs::create_dir_all(&bin).map_err(|e| SandboxError::io("creating the python shims", e))?;
-            let script = format!("#!/bin/sh\nexec '{}' \"$@\"\n", py.interpreter.display().to_string().replace('\'', r"'\''"));
+            let script =
+                format!("#!/bin/sh\nexec '{}' \"$@\"\n", py.interpreter.display().to_string().replace('\'', r"'\''"));
             for name in ["python3", "python"] {
                 let p = bin.join(name);
                 std::fs::write(&p, &script).map_err(|e| SandboxError::io("writing a python shim", e))?;
                 use std::os::unix::fs::PermissionsExt;
-                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).map_err(|e| SandboxError::io("writing a python shim", e))?;
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755))
+                    .map_err(|e| SandboxError::io("writing a python shim", e))?;
             }
             dirs.push(bin);
         }
@@ -507,7 +525,8 @@ fn copy_skip(copy: &Path, skip: &[PathBuf]) -> Result<()> {
     for rel in skip {
         let p = copy.join(rel);
         if std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir()) {
-            std::fs::remove_dir_all(&p).map_err(|e| SandboxError::io(format!("leaving {} out of the copy", rel.display()), e))?;
+            std::fs::remove_dir_all(&p)
+                .map_err(|e| SandboxError::io(format!("leaving {} out of the copy", rel.display()), e))?;
         }
     }
     Ok(())

@@ -140,7 +140,9 @@ impl Limits {
             )));
         }
         if self.pids == 0 || !(self.cpus > 0.0 && self.cpus.is_finite()) {
-            return Err(SandboxError::Other("process and CPU limits must be positive (hint: leave the defaults)".into()));
+            return Err(SandboxError::Other(
+                "process and CPU limits must be positive (hint: leave the defaults)".into(),
+            ));
         }
         Ok(())
     }

@@ -113,14 +113,9 @@ mod tests {
     #[test]
     fn this_process_is_alive_and_a_dead_or_reused_pid_is_not() {
         assert!(alive(&this_process()));
-        let (pid, start) = this_process()
-            .split_once(':')
-            .map(|(a, b)| (a.to_string(), b.parse::<u64>().unwrap()))
-            .unwrap();
-        assert!(
-            !alive(&format!("{pid}:{}", start + 1)),
-            "same pid, other start time: a reused pid"
-        );
+        let (pid, start) =
+            this_process().split_once(':').map(|(a, b)| (a.to_string(), b.parse::<u64>().unwrap())).unwrap();
+        assert!(!alive(&format!("{pid}:{}", start + 1)), "same pid, other start time: a reused pid");
         assert!(!alive("4194304:1"), "beyond pid_max");
         assert!(!alive("garbage"));
     }

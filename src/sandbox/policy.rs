@@ -40,7 +40,8 @@ pub fn check_command(line: &str, workdir: &str) -> Result<(), Refusal> {
     let compact: String = line.chars().filter(|c| !c.is_whitespace()).collect();
     // The classic `:(){ :|:& };:` and its renamings: a function that pipes into itself in the background.
     if let Some(open) = compact.find("(){") {
-        let name = compact[..open].rsplit(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')).next().unwrap_or("");
+        let name =
+            compact[..open].rsplit(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')).next().unwrap_or("");
         if !name.is_empty() && compact[open..].contains(&format!("{name}|{name}&")) {
             return refuse("fork-bomb", "a function that forks itself without end (fork bomb)");
         }
@@ -65,7 +66,15 @@ pub fn check_argv(argv: &[String], workdir: &str) -> Result<(), Refusal> {
 /// Check a Python snippet: the shell strings it hands to `os.system`/`subprocess`, and
 /// removals or writes aimed at absolute paths outside the work dir.
 pub fn check_python(code: &str, workdir: &str) -> Result<(), Refusal> {
-    for call in ["os.system(", "subprocess.run(", "subprocess.call(", "subprocess.check_call(", "subprocess.check_output(", "subprocess.Popen(", "os.popen("] {
+    for call in [
+        "os.system(",
+        "subprocess.run(",
+        "subprocess.call(",
+        "subprocess.check_call(",
+        "subprocess.check_output(",
+        "subprocess.Popen(",
+        "os.popen(",
+    ] {
         let mut rest = code;
         while let Some(i) = rest.find(call) {
             rest = &rest[i + call.len()..];
@@ -92,7 +101,10 @@ pub fn check_python(code: &str, workdir: &str) -> Result<(), Refusal> {
             let Some(path) = lits.first() else { continue };
             let writes = call != "open(" || lits.get(1).is_some_and(|m| m.contains(['w', 'a', 'x', '+']));
             if writes && path.starts_with('/') && !inside(path, workdir) {
-                return refuse("outside-workdir", format!("{} on {path}, outside the work dir {workdir}", call.trim_end_matches('(')));
+                return refuse(
+                    "outside-workdir",
+                    format!("{} on {path}, outside the work dir {workdir}", call.trim_end_matches('(')),
+                );
             }
         }
     }
@@ -144,7 +156,9 @@ fn check_simple(cmd: &Simple, workdir: &str) -> Result<(), Refusal> {
     let mut w: &[String] = &cmd.words;
     loop {
         match w.first().map(|s| s.rsplit('/').next().unwrap_or(s)) {
-            Some("sudo" | "doas") => return refuse("privileged", "sudo/doas: the sandbox runs without privilege escalation"),
+            Some("sudo" | "doas") => {
+                return refuse("privileged", "sudo/doas: the sandbox runs without privilege escalation")
+            }
             Some("env" | "nohup" | "time" | "exec" | "command" | "nice") => w = &w[1..],
             Some("timeout") => w = w.get(2..).unwrap_or(&[]),
             Some(s) if s.contains('=') && !s.starts_with('=') => w = &w[1..],
@@ -167,7 +181,10 @@ fn check_simple(cmd: &Simple, workdir: &str) -> Result<(), Refusal> {
     let python = name.starts_with("python");
     let sub = |i: usize| args.get(i).map(String::as_str);
     let pip_install = (name.starts_with("pip") && sub(0) == Some("install"))
-        || (python && sub(0) == Some("-m") && sub(1).is_some_and(|m| m.starts_with("pip")) && sub(2) == Some("install"));
+        || (python
+            && sub(0) == Some("-m")
+            && sub(1).is_some_and(|m| m.starts_with("pip"))
+            && sub(2) == Some("install"));
     let pkg_install = matches!(name, "apt" | "apt-get" | "yum" | "dnf" | "apk") && args.iter().any(|a| a == "install")
         || matches!(name, "npm" | "pnpm" | "yarn") && matches!(sub(0), Some("install" | "i" | "ci" | "add"))
         || name == "npx"
@@ -178,8 +195,22 @@ fn check_simple(cmd: &Simple, workdir: &str) -> Result<(), Refusal> {
     if name == "git" && matches!(sub(0), Some("clone" | "fetch" | "pull" | "push" | "ls-remote" | "submodule")) {
         return refuse("network", format!("git {} reaches the network", sub(0).unwrap_or("")));
     }
-    if matches!(name, "shutdown" | "reboot" | "halt" | "poweroff" | "init" | "mkfs" | "fdisk" | "mount" | "umount" | "insmod" | "modprobe" | "iptables" | "sysctl")
-        || name.starts_with("mkfs.")
+    if matches!(
+        name,
+        "shutdown"
+            | "reboot"
+            | "halt"
+            | "poweroff"
+            | "init"
+            | "mkfs"
+            | "fdisk"
+            | "mount"
+            | "umount"
+            | "insmod"
+            | "modprobe"
+            | "iptables"
+            | "sysctl"
+    ) || name.starts_with("mkfs.")
     {
         return refuse("destructive", format!("{name} changes the machine, not the repository"));
     }
@@ -200,7 +231,13 @@ fn check_simple(cmd: &Simple, workdir: &str) -> Result<(), Refusal> {
                 let n = normalize(op);
                 // `/`, a top-level directory (`/usr`, `~` = `/root`), or an unset-variable gamble.
                 let top_level = op.starts_with('/') && n.matches('/').count() <= 1;
-                if recursive && (top_level || op == "*" || op.starts_with("/*") || op == "$HOME" || op.starts_with('$') && op.len() < 8) {
+                if recursive
+                    && (top_level
+                        || op == "*"
+                        || op.starts_with("/*")
+                        || op == "$HOME"
+                        || op.starts_with('$') && op.len() < 8)
+                {
                     return refuse("destructive", format!("rm -r {op} would delete far more than the repository"));
                 }
                 if op.starts_with('/') && !inside(op, workdir) {

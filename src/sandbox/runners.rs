@@ -248,7 +248,11 @@ sys.exit(0 if result.wasSuccessful() else 1)
 /// The shell line running [`UNITTEST_FUNCTIONS`] over `file` (and `test` in it).
 pub fn unittest_functions_line(file: &str, test: Option<&str>) -> String {
     let t = test.map(|t| format!(" {}", sh_quote(t))).unwrap_or_default();
-    format!("rm -rf {REPORT_DIR} && mkdir -p {REPORT_DIR} && python3 -c {} {}{t}", sh_quote(UNITTEST_FUNCTIONS), sh_quote(file))
+    format!(
+        "rm -rf {REPORT_DIR} && mkdir -p {REPORT_DIR} && python3 -c {} {}{t}",
+        sh_quote(UNITTEST_FUNCTIONS),
+        sh_quote(file)
+    )
 }
 
 /// Is `repo` Django's own tree: `tests/runtests.py` next to the `django` package?
@@ -306,10 +310,14 @@ impl PytestConfig {
         }
         if let Some(text) = read("pyproject.toml") {
             let v: Option<toml::Value> = toml::from_str(&text).ok();
-            if let Some(t) = v.as_ref().and_then(|v| v.get("tool")).and_then(|t| t.get("pytest")).and_then(|t| t.get("ini_options")) {
+            if let Some(t) =
+                v.as_ref().and_then(|v| v.get("tool")).and_then(|t| t.get("pytest")).and_then(|t| t.get("ini_options"))
+            {
                 let list = |k: &str| -> Vec<String> {
                     match t.get(k) {
-                        Some(toml::Value::Array(a)) => a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect(),
+                        Some(toml::Value::Array(a)) => {
+                            a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()
+                        }
                         Some(toml::Value::String(s)) => s.split_whitespace().map(str::to_string).collect(),
                         _ => Vec::new(),
                     }
@@ -346,11 +354,7 @@ impl PytestConfig {
 
     /// The prefix test functions must have (`python_functions`' first plain prefix).
     pub fn function_prefix(&self) -> String {
-        self.python_functions
-            .iter()
-            .find(|p| !p.contains(['*', '?', '[']))
-            .cloned()
-            .unwrap_or_else(|| "test".into())
+        self.python_functions.iter().find(|p| !p.contains(['*', '?', '['])).cloned().unwrap_or_else(|| "test".into())
     }
 }
 
@@ -402,8 +406,10 @@ impl Layout {
         let src_layout = std::fs::read_dir(&src)
             .map(|rd| rd.flatten().any(|e| e.path().join("__init__.py").is_file()))
             .unwrap_or(false);
-        let pytest_itself = src.join("_pytest/__init__.py").is_file() && (src.join("pytest").exists() || src.join("pytest.py").is_file());
-        let pytest_version = (pytest_itself && !src.join("_pytest/_version.py").exists()).then(|| latest_release(&repo.join("doc/en/announce")));
+        let pytest_itself = src.join("_pytest/__init__.py").is_file()
+            && (src.join("pytest").exists() || src.join("pytest.py").is_file());
+        let pytest_version = (pytest_itself && !src.join("_pytest/_version.py").exists())
+            .then(|| latest_release(&repo.join("doc/en/announce")));
         Layout { python_path: if src_layout { vec!["src".into()] } else { Vec::new() }, pytest_itself, pytest_version }
     }
 
@@ -411,10 +417,17 @@ impl Layout {
     fn prep(&self) -> String {
         match &self.pytest_version {
             Some(v) => {
-                let tuple = v.split('.').map(|p| if p.chars().all(|c| c.is_ascii_digit()) { p.to_string() } else { format!("{p:?}") }).collect::<Vec<_>>().join(", ");
+                let tuple = v
+                    .split('.')
+                    .map(|p| if p.chars().all(|c| c.is_ascii_digit()) { p.to_string() } else { format!("{p:?}") })
+                    .collect::<Vec<_>>()
+                    .join(", ");
                 // printf turns the `\n`s into newlines.
                 let module = format!("version = {v:?}\\n__version__ = version\\nversion_tuple = ({tuple},)\\n");
-                format!("{{ test -f src/_pytest/_version.py || printf {} > src/_pytest/_version.py; }} && ", sh_quote(&module))
+                format!(
+                    "{{ test -f src/_pytest/_version.py || printf {} > src/_pytest/_version.py; }} && ",
+                    sh_quote(&module)
+                )
             }
             None => String::new(),
         }
@@ -463,7 +476,8 @@ pub struct PythonTests {
 /// `test()`) are not among them.
 pub fn python_test_ids(code: &str, prefix: &str) -> PythonTests {
     let mut out = PythonTests::default();
-    let name_of = |rest: &str| rest.split(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap_or("").to_string();
+    let name_of =
+        |rest: &str| rest.split(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap_or("").to_string();
     // (name, bases, holds test methods)
     let mut classes: Vec<(String, Vec<String>, bool)> = Vec::new();
     for line in code.lines() {
@@ -484,7 +498,11 @@ pub fn python_test_ids(code: &str, prefix: &str) -> PythonTests {
             classes.push((name_of(rest), bases, false));
         } else if let Some(last) = classes.last_mut() {
             let t = line.trim_start();
-            if line.len() > t.len() && t.strip_prefix("def ").or_else(|| t.strip_prefix("async def ")).is_some_and(|r| r.starts_with(prefix)) {
+            if line.len() > t.len()
+                && t.strip_prefix("def ")
+                    .or_else(|| t.strip_prefix("async def "))
+                    .is_some_and(|r| r.starts_with(prefix))
+            {
                 last.2 = true;
             }
         }
@@ -496,7 +514,8 @@ pub fn python_test_ids(code: &str, prefix: &str) -> PythonTests {
         let before = cases.len();
         for (name, bases, tests) in &classes {
             let mixin_only = bases.iter().all(|b| b == "object" || b.ends_with("Mixin"));
-            let case = bases.iter().any(|b| looks_like_case(b) || cases.contains(b)) || (*tests && !mixin_only && !name.ends_with("Mixin"));
+            let case = bases.iter().any(|b| looks_like_case(b) || cases.contains(b))
+                || (*tests && !mixin_only && !name.ends_with("Mixin"));
             if case && !cases.contains(name) {
                 cases.push(name.clone());
             }
@@ -508,7 +527,8 @@ pub fn python_test_ids(code: &str, prefix: &str) -> PythonTests {
     loop {
         let before = out.pytest_classes.len();
         for (name, bases, _) in &classes {
-            let collected = name.starts_with("Test") || bases.iter().any(|b| b.ends_with("TestCase") || out.pytest_classes.contains(b));
+            let collected = name.starts_with("Test")
+                || bases.iter().any(|b| b.ends_with("TestCase") || out.pytest_classes.contains(b));
             if collected && !out.pytest_classes.contains(name) {
                 out.pytest_classes.push(name.clone());
             }
@@ -533,12 +553,19 @@ fn pytest_test_id(t: &str) -> String {
 /// `a/b/c.py` -> `a.b.c`, when every part is an identifier.
 fn python_module(path: &str) -> Option<String> {
     let m = path.strip_suffix(".py")?.replace('/', ".");
-    m.split('.').all(|p| !p.is_empty() && p.chars().all(|c| c.is_alphanumeric() || c == '_') && !p.starts_with(|c: char| c.is_ascii_digit())).then_some(m)
+    m.split('.')
+        .all(|p| {
+            !p.is_empty()
+                && p.chars().all(|c| c.is_alphanumeric() || c == '_')
+                && !p.starts_with(|c: char| c.is_ascii_digit())
+        })
+        .then_some(m)
 }
 
 /// Jars on the class path of JUnit runs, where Debian's junit4/junit5 packages put them;
 /// the repository's own `lib/` and `target/dependency/` jars are added too.
-pub const JUNIT_JARS: &str = "/usr/share/java/junit4.jar:/usr/share/java/hamcrest-core.jar:/usr/share/java/hamcrest.jar";
+pub const JUNIT_JARS: &str =
+    "/usr/share/java/junit4.jar:/usr/share/java/hamcrest-core.jar:/usr/share/java/hamcrest.jar";
 pub const JUNIT_LAUNCHER: &str = "/usr/share/java/junit-platform-console-standalone.jar";
 
 fn sh_quote(s: &str) -> String {
@@ -552,7 +579,14 @@ fn sh_quote(s: &str) -> String {
 /// A Python file runs by node id or label: `test` when given, else the tests the file
 /// defines itself ([`python_test_ids`]), so a name a star import brings in (sympy's
 /// `test()`, which runs sympy's whole suite) is never collected.
-pub fn command_line(framework: Framework, file: &str, test: Option<&str>, content: &str, template: Option<&str>, layout: &Layout) -> String {
+pub fn command_line(
+    framework: Framework,
+    file: &str,
+    test: Option<&str>,
+    content: &str,
+    template: Option<&str>,
+    layout: &Layout,
+) -> String {
     if let Some(t) = template {
         return t.replace("{file}", &sh_quote(file)).replace("{test}", &sh_quote(test.unwrap_or("")));
     }
@@ -563,12 +597,22 @@ pub fn command_line(framework: Framework, file: &str, test: Option<&str>, conten
             Some(t) => vec![format!("{module}{sep}{}", if sep == "::" { pytest_test_id(t) } else { t.to_string() })],
             None => {
                 let t = python_test_ids(content, "test");
-                let ids: Vec<String> = if with_functions { t.pytest_classes.into_iter().chain(t.functions).collect() } else { t.case_classes };
+                let ids: Vec<String> = if with_functions {
+                    t.pytest_classes.into_iter().chain(t.functions).collect()
+                } else {
+                    t.case_classes
+                };
                 ids.iter().map(|n| format!("{module}{sep}{n}")).collect()
             }
         }
     };
-    let joined = |v: Vec<String>, fallback: String| if v.is_empty() { fallback } else { v.iter().map(|x| sh_quote(x)).collect::<Vec<_>>().join(" ") };
+    let joined = |v: Vec<String>, fallback: String| {
+        if v.is_empty() {
+            fallback
+        } else {
+            v.iter().map(|x| sh_quote(x)).collect::<Vec<_>>().join(" ")
+        }
+    };
     match framework {
         Framework::Pytest => {
             let targets = joined(labels(file, "::", true), q);
@@ -670,13 +714,30 @@ pub fn split_exception(line: &str) -> (Option<String>, String) {
 fn is_setup_error(kind: Option<&str>) -> bool {
     matches!(
         kind.map(|k| k.rsplit('.').next().unwrap_or(k)),
-        Some("SyntaxError" | "IndentationError" | "ImportError" | "ModuleNotFoundError" | "ClassNotFoundException" | "NoClassDefFoundError")
+        Some(
+            "SyntaxError"
+                | "IndentationError"
+                | "ImportError"
+                | "ModuleNotFoundError"
+                | "ClassNotFoundException"
+                | "NoClassDefFoundError"
+        )
     )
 }
 
 /// Parse a run into a result. `report` is the framework's report file, if it wrote one.
 pub fn parse(framework: Framework, command: String, output: ExecOutput, report: Option<&[u8]>) -> TestResult {
-    let mut r = TestResult { status: TestStatus::Errored, framework, command, passed: 0, failed: 0, failures: Vec::new(), error: None, note: None, output };
+    let mut r = TestResult {
+        status: TestStatus::Errored,
+        framework,
+        command,
+        passed: 0,
+        failed: 0,
+        failures: Vec::new(),
+        error: None,
+        note: None,
+        output,
+    };
     let parsed = match framework {
         Framework::Pytest | Framework::Junit4 | Framework::Junit5 => report.and_then(|x| parse_junit_xml(x, &mut r)),
         Framework::Jest | Framework::Vitest => report.and_then(|x| parse_jest_json(x, &mut r)),
@@ -768,7 +829,12 @@ fn parse_junit_xml(xml: &[u8], r: &mut TestResult) -> Option<()> {
                 }
                 // pytest: a collection failure is an <error> on a case named after the module.
                 if node.has_tag_name("error") && msg.contains("collection failure") {
-                    let err = body.lines().filter(|l| l.starts_with("E ")).map(|l| l[1..].trim()).collect::<Vec<_>>().join("\n");
+                    let err = body
+                        .lines()
+                        .filter(|l| l.starts_with("E "))
+                        .map(|l| l[1..].trim())
+                        .collect::<Vec<_>>()
+                        .join("\n");
                     r.error = Some(format!("collection failed: {}", if err.is_empty() { body.trim() } else { &err }));
                     continue;
                 }
@@ -805,7 +871,12 @@ fn parse_jest_json(json: &[u8], r: &mut TestResult) -> Option<()> {
                     let first = msg.lines().next().unwrap_or("");
                     let (kind, head) = split_exception(first);
                     // The useful detail (Expected/Received) follows the first line, up to the stack.
-                    let rest: Vec<&str> = msg.lines().skip(1).take_while(|l| !l.trim_start().starts_with("at ")).filter(|l| !l.trim().is_empty()).collect();
+                    let rest: Vec<&str> = msg
+                        .lines()
+                        .skip(1)
+                        .take_while(|l| !l.trim_start().starts_with("at "))
+                        .filter(|l| !l.trim().is_empty())
+                        .collect();
                     let message = if rest.is_empty() { head } else { format!("{head}\n{}", rest.join("\n")) };
                     r.failures.push(TestFailure { name, kind, message });
                 }
@@ -872,7 +943,11 @@ fn parse_tap(text: &str, r: &mut TestResult) -> Option<()> {
             let pos = yaml.iter().position(|l| l.starts_with(&format!("{key}:")))?;
             let v = yaml[pos][key.len() + 1..].trim();
             if v.starts_with('|') || v.starts_with('>') {
-                let block: Vec<&str> = yaml[pos + 1..].iter().take_while(|l| l.starts_with("  ") || l.is_empty()).map(|l| l.trim()).collect();
+                let block: Vec<&str> = yaml[pos + 1..]
+                    .iter()
+                    .take_while(|l| l.starts_with("  ") || l.is_empty())
+                    .map(|l| l.trim())
+                    .collect();
                 Some(block.join("\n").trim().to_string())
             } else {
                 Some(v.trim_matches('\'').trim_matches('"').to_string())
@@ -913,7 +988,9 @@ fn parse_tap(text: &str, r: &mut TestResult) -> Option<()> {
 
 /// unittest's `-v` text (Django's runtests.py prints the same).
 fn parse_unittest(text: &str, r: &mut TestResult) -> Option<()> {
-    let ran = text.lines().find_map(|l| l.strip_prefix("Ran ").and_then(|x| x.split_whitespace().next()).and_then(|n| n.parse::<u32>().ok()))?;
+    let ran = text.lines().find_map(|l| {
+        l.strip_prefix("Ran ").and_then(|x| x.split_whitespace().next()).and_then(|n| n.parse::<u32>().ok())
+    })?;
     let lines: Vec<&str> = text.lines().collect();
     let mut i = 0;
     while i < lines.len() {
@@ -927,7 +1004,11 @@ fn parse_unittest(text: &str, r: &mut TestResult) -> Option<()> {
         let name = match h.split_once(" (") {
             Some((m, rest)) => {
                 let inner = rest.trim_end_matches(')');
-                if inner.ends_with(&format!(".{m}")) { inner.to_string() } else { format!("{inner}.{m}") }
+                if inner.ends_with(&format!(".{m}")) {
+                    inner.to_string()
+                } else {
+                    format!("{inner}.{m}")
+                }
             }
             None => h.to_string(),
         };
@@ -939,7 +1020,12 @@ fn parse_unittest(text: &str, r: &mut TestResult) -> Option<()> {
         }
         // The exception line: the first unindented line after the traceback frames.
         let tb_start = block.iter().position(|l| l.starts_with("Traceback")).unwrap_or(0);
-        let exc_at = block.iter().enumerate().skip(tb_start + 1).find(|(_, l)| !l.starts_with(' ') && !l.trim().is_empty() && !l.starts_with("----")).map(|(i, _)| i);
+        let exc_at = block
+            .iter()
+            .enumerate()
+            .skip(tb_start + 1)
+            .find(|(_, l)| !l.starts_with(' ') && !l.trim().is_empty() && !l.starts_with("----"))
+            .map(|(i, _)| i);
         let (kind, message) = match exc_at {
             Some(at) => {
                 let (mut k, mut first) = split_exception(block[at]);
@@ -950,11 +1036,17 @@ fn parse_unittest(text: &str, r: &mut TestResult) -> Option<()> {
                         .iter()
                         .rev()
                         .map(|l| l.trim())
-                        .find(|l| !l.is_empty() && !l.chars().all(|c| matches!(c, '^' | '~')) && !l.starts_with("File "))
+                        .find(|l| {
+                            !l.is_empty() && !l.chars().all(|c| matches!(c, '^' | '~')) && !l.starts_with("File ")
+                        })
                         .unwrap_or("");
                     (k, first) = (Some(first), code.to_string());
                 }
-                let more: Vec<&str> = block[at + 1..].iter().take_while(|l| !l.trim().is_empty() && !l.starts_with("----")).copied().collect();
+                let more: Vec<&str> = block[at + 1..]
+                    .iter()
+                    .take_while(|l| !l.trim().is_empty() && !l.starts_with("----"))
+                    .copied()
+                    .collect();
                 (k, if more.is_empty() { first } else { format!("{first}\n{}", more.join("\n")) })
             }
             None => (None, String::new()),
@@ -976,9 +1068,15 @@ mod tests {
 
     #[test]
     fn splits_exception_lines() {
-        assert_eq!(split_exception("AssertionError: assert 1 == 2"), (Some("AssertionError".into()), "assert 1 == 2".into()));
+        assert_eq!(
+            split_exception("AssertionError: assert 1 == 2"),
+            (Some("AssertionError".into()), "assert 1 == 2".into())
+        );
         assert_eq!(split_exception("assert 1 == 2"), (None, "assert 1 == 2".into()));
-        assert_eq!(split_exception("java.lang.IllegalStateException: boom"), (Some("java.lang.IllegalStateException".into()), "boom".into()));
+        assert_eq!(
+            split_exception("java.lang.IllegalStateException: boom"),
+            (Some("java.lang.IllegalStateException".into()), "boom".into())
+        );
         assert_eq!(split_exception("expected: <1> but was: <2>").0, None);
     }
 
@@ -989,14 +1087,20 @@ mod tests {
           {"name":"/r/a.test.js","status":"failed","message":"","assertionResults":[
             {"fullName":"sum adds","status":"passed","failureMessages":[]},
             {"fullName":"sum rounds","status":"failed","failureMessages":["Error: \u001b[2mexpect(\u001b[22mreceived\u001b[2m).toBe(\u001b[22mexpected\u001b[2m)\u001b[22m\n\nExpected: 3\nReceived: 2.9\n    at Object.<anonymous> (/r/a.test.js:5:20)"]}]}]}"#;
-        let r = parse(Framework::Jest, "jest".into(), ExecOutput { exit_code: Some(1), ..Default::default() }, Some(json));
+        let r =
+            parse(Framework::Jest, "jest".into(), ExecOutput { exit_code: Some(1), ..Default::default() }, Some(json));
         assert_eq!(r.status, TestStatus::Failed);
         assert_eq!((r.passed, r.failed), (1, 1));
         assert_eq!(r.failures[0].name, "sum rounds");
         assert_eq!(r.failures[0].kind.as_deref(), Some("Error"));
         assert!(r.failures[0].message.contains("Expected: 3\nReceived: 2.9"), "{}", r.failures[0].message);
         let broken = br#"{"testResults":[{"name":"/r/b.test.js","status":"failed","message":"SyntaxError: Unexpected token","assertionResults":[]}]}"#;
-        let r = parse(Framework::Vitest, "vitest".into(), ExecOutput { exit_code: Some(1), ..Default::default() }, Some(broken));
+        let r = parse(
+            Framework::Vitest,
+            "vitest".into(),
+            ExecOutput { exit_code: Some(1), ..Default::default() },
+            Some(broken),
+        );
         assert_eq!(r.status, TestStatus::Errored);
         assert!(r.error.unwrap_or_default().contains("SyntaxError"));
     }
@@ -1011,14 +1115,19 @@ mod tests {
         assert_eq!(detect(p, "a.test.ts", "import { it } from 'vitest'"), Some(Framework::Vitest));
         assert_eq!(detect(p, "A.java", "import org.junit.jupiter.api.Test;"), Some(Framework::Junit5));
         assert_eq!(detect(p, "A.java", "import org.junit.Test;"), Some(Framework::Junit4));
-        std::fs::write(p.join("package.json"), r#"{"devDependencies":{"jest":"29"}}"#).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(p.join("package.json"), r#"{"devDependencies":{"jest":"29"}}"#)
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(detect(p, "a.test.js", "test('x', () => {})"), Some(Framework::Jest));
         std::fs::write(p.join("pytest.ini"), "[pytest]\n").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(detect(p, "t/test_a.py", "import unittest\n"), Some(Framework::Pytest));
         std::fs::create_dir_all(p.join("django")).unwrap_or_else(|e| panic!("{e}"));
         std::fs::create_dir_all(p.join("tests")).unwrap_or_else(|e| panic!("{e}"));
         std::fs::write(p.join("tests/runtests.py"), "").unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(detect(p, "tests/x/tests.py", ""), Some(Framework::Pytest), "a `django` directory that is no package is not Django");
+        assert_eq!(
+            detect(p, "tests/x/tests.py", ""),
+            Some(Framework::Pytest),
+            "a `django` directory that is no package is not Django"
+        );
         std::fs::write(p.join("django/__init__.py"), "").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(detect(p, "tests/x/tests.py", ""), Some(Framework::Django));
         let line = command_line(Framework::Django, "tests/x/tests.py", Some("T.test_a"), "", None, &Layout::default());
@@ -1036,7 +1145,8 @@ mod tests {
         let w = |f: &str, t: &str| std::fs::write(p.join(f), t).unwrap_or_else(|e| panic!("{e}"));
         w("manage.py", "import os\nos.environ.setdefault('DJANGO_SETTINGS_MODULE', 'site.settings')\nfrom django.core.management import execute_from_command_line\n");
         assert_eq!(detect(p, "shop/tests.py", "from django.test import TestCase\n"), Some(Framework::DjangoManage));
-        let code = "from django.test import TestCase\n\nclass CartTests(TestCase):\n    def test_total(self):\n        pass\n";
+        let code =
+            "from django.test import TestCase\n\nclass CartTests(TestCase):\n    def test_total(self):\n        pass\n";
         let line = command_line(Framework::DjangoManage, "shop/tests.py", None, code, None, &Layout::default());
         assert!(line.ends_with("python3 manage.py test --noinput --verbosity 2 'shop.tests.CartTests'"), "{line}");
         w("pytest.ini", "[pytest]\nDJANGO_SETTINGS_MODULE = site.settings\ntestpaths = shop\n");
@@ -1049,13 +1159,26 @@ mod tests {
         let p = dir.path();
         let w = |f: &str, t: &str| std::fs::write(p.join(f), t).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(PytestConfig::read(p), None);
-        w("setup.cfg", "[metadata]\nname = x\n\n[tool:pytest]\ntestpaths =\n    tests\n    docs\npython_functions = check_*\n");
+        w(
+            "setup.cfg",
+            "[metadata]\nname = x\n\n[tool:pytest]\ntestpaths =\n    tests\n    docs\npython_functions = check_*\n",
+        );
         let c = PytestConfig::read(p).unwrap_or_default();
-        assert_eq!((c.file.as_str(), c.testpaths.clone()), ("setup.cfg", vec!["tests".to_string(), "docs".to_string()]));
+        assert_eq!(
+            (c.file.as_str(), c.testpaths.clone()),
+            ("setup.cfg", vec!["tests".to_string(), "docs".to_string()])
+        );
         w("tox.ini", "[tox]\nenvlist = py3\n");
-        assert_eq!(PytestConfig::read(p).map(|c| c.file), Some("setup.cfg".into()), "a tox.ini without [pytest] is not pytest's");
+        assert_eq!(
+            PytestConfig::read(p).map(|c| c.file),
+            Some("setup.cfg".into()),
+            "a tox.ini without [pytest] is not pytest's"
+        );
         w("pyproject.toml", "[tool.pytest.ini_options]\ntestpaths = [\"testing\"]\n");
-        assert_eq!(PytestConfig::read(p).map(|c| (c.file, c.testpaths)), Some(("pyproject.toml".into(), vec!["testing".into()])));
+        assert_eq!(
+            PytestConfig::read(p).map(|c| (c.file, c.testpaths)),
+            Some(("pyproject.toml".into(), vec!["testing".into()]))
+        );
         w("pytest.ini", "[pytest]\n");
         assert_eq!(PytestConfig::read(p).map(|c| c.file), Some("pytest.ini".into()), "pytest.ini wins even when empty");
     }
@@ -1067,13 +1190,26 @@ mod tests {
         assert_eq!(t.functions, vec!["test_a", "test_b"]);
         assert_eq!(t.pytest_classes, vec!["TestC", "DTests", "ETests"], "pytest collects Test* classes and TestCases");
         assert_eq!(t.case_classes, vec!["DTests", "ETests", "F"], "unittest takes TestCases by label, not a mixin");
-        let line = command_line(Framework::Pytest, "t/test_s.py", None, "from sympy import *\n\ndef test_a():\n    pass\n", None, &Layout::default());
+        let line = command_line(
+            Framework::Pytest,
+            "t/test_s.py",
+            None,
+            "from sympy import *\n\ndef test_a():\n    pass\n",
+            None,
+            &Layout::default(),
+        );
         assert!(line.ends_with("--junitxml=.reproagent-run/junit.xml 't/test_s.py::test_a'"), "{line}");
-        let line = command_line(Framework::Pytest, "t/test_s.py", Some("Case.test_a[1.5]"), "", None, &Layout::default());
+        let line =
+            command_line(Framework::Pytest, "t/test_s.py", Some("Case.test_a[1.5]"), "", None, &Layout::default());
         assert!(line.ends_with("'t/test_s.py::Case::test_a[1.5]'"), "{line}");
         let layout = Layout { python_path: vec!["src".into()], pytest_itself: true, pytest_version: None };
         let line = command_line(Framework::Pytest, "testing/test_s.py", None, "", None, &layout);
-        assert!(line.contains("PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} python3 -m pytest -p no:cacheprovider -p pytester "), "{line}");
+        assert!(
+            line.contains(
+                "PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} python3 -m pytest -p no:cacheprovider -p pytester "
+            ),
+            "{line}"
+        );
         assert!(line.ends_with(" 'testing/test_s.py'"), "no test in it: the file, {line}");
     }
 
@@ -1083,7 +1219,11 @@ mod tests {
         // a git checkout lacks `_version.py`, which the run writes into the copy.
         for entry in ["pytest.py", "pytest/__init__.py"] {
             let t = tempfile::tempdir().expect("tmp");
-            for (rel, body) in [("src/_pytest/__init__.py", ""), (&format!("src/{entry}")[..], ""), ("doc/en/announce/release-4.6.3.rst", "")] {
+            for (rel, body) in [
+                ("src/_pytest/__init__.py", ""),
+                (&format!("src/{entry}")[..], ""),
+                ("doc/en/announce/release-4.6.3.rst", ""),
+            ] {
                 let p = t.path().join(rel);
                 std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
                 std::fs::write(p, body).expect("write");
@@ -1091,14 +1231,19 @@ mod tests {
             let layout = Layout::of(t.path());
             assert!(layout.pytest_itself, "{entry}");
             assert_eq!(layout.pytest_version.as_deref(), Some("4.6.3"), "{entry}");
-            assert!(command_line(Framework::Pytest, "testing/test_s.py", None, "", None, &layout).contains("src/_pytest/_version.py"));
+            assert!(command_line(Framework::Pytest, "testing/test_s.py", None, "", None, &layout)
+                .contains("src/_pytest/_version.py"));
         }
     }
 
     #[test]
     fn one_table_names_the_frameworks() {
         for f in FRAMEWORKS {
-            assert_eq!(serde_json::to_value(f.framework).ok(), Some(serde_json::Value::String(f.name.into())), "serde and the table agree");
+            assert_eq!(
+                serde_json::to_value(f.framework).ok(),
+                Some(serde_json::Value::String(f.name.into())),
+                "serde and the table agree"
+            );
             assert_eq!(Framework::parse_name(f.name), Some(f.framework));
             assert_eq!(f.framework.name(), f.name);
             for a in f.aliases {
@@ -1107,7 +1252,8 @@ mod tests {
             assert!(frameworks_text().contains(&format!("`{}`", f.name)));
         }
         assert_eq!(Framework::parse_name("pytestt"), None);
-        let schema = serde_json::to_value(framework_schema(&mut schemars::SchemaGenerator::default())).unwrap_or_default();
+        let schema =
+            serde_json::to_value(framework_schema(&mut schemars::SchemaGenerator::default())).unwrap_or_default();
         assert_eq!(schema["enum"], serde_json::json!(framework_names()));
     }
 }

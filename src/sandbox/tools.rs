@@ -90,9 +90,12 @@ pub async fn run_test(sb: &dyn Sandbox, repo: &Path, args: &RunTestArgs) -> Resu
     let content = String::from_utf8_lossy(&sb.read_file(&args.file).await?).into_owned();
     let framework = match (&args.command, &args.framework) {
         (Some(_), fw) => fw.as_deref().and_then(Framework::parse_name).unwrap_or(Framework::Custom),
-        (None, Some(f)) => Framework::parse_name(f).ok_or_else(|| SandboxError::Other(format!("unknown framework {f:?}")))?,
-        (None, None) => runners::detect(repo, &args.file, &content)
-            .ok_or_else(|| SandboxError::Other(format!("cannot tell the test framework of {}; pass framework or command", args.file)))?,
+        (None, Some(f)) => {
+            Framework::parse_name(f).ok_or_else(|| SandboxError::Other(format!("unknown framework {f:?}")))?
+        }
+        (None, None) => runners::detect(repo, &args.file, &content).ok_or_else(|| {
+            SandboxError::Other(format!("cannot tell the test framework of {}; pass framework or command", args.file))
+        })?,
     };
     if let Some(t) = &args.command {
         policy::check_command(t, sb.workdir()).map_err(SandboxError::Refused)?;
@@ -115,7 +118,14 @@ pub async fn run_test(sb: &dyn Sandbox, repo: &Path, args: &RunTestArgs) -> Resu
     let line = if note.is_some() && framework == Framework::Unittest && runners::has_test_functions(&content) {
         runners::unittest_functions_line(&args.file, args.test.as_deref())
     } else {
-        runners::command_line(framework, &args.file, args.test.as_deref(), &content, args.command.as_deref(), &runners::Layout::of(repo))
+        runners::command_line(
+            framework,
+            &args.file,
+            args.test.as_deref(),
+            &content,
+            args.command.as_deref(),
+            &runners::Layout::of(repo),
+        )
     };
     let req = ExecRequest::shell(&line)
         .timeout(Duration::from_secs(args.timeout_secs))

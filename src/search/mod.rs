@@ -240,8 +240,8 @@ const BOOSTS: [(&str, f32); 5] = [("name", 3.0), ("qname", 2.0), ("summary", 2.0
 /// Words dropped from queries of three words or more: in prose they only add noise
 /// (`of` would match `Money.of`); in a one- or two-word query they may be the name sought.
 const STOP_WORDS: &[&str] = &[
-    "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "has", "have", "in", "is", "it", "its", "of",
-    "on", "or", "that", "the", "this", "to", "was", "when", "which", "with",
+    "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "has", "have", "in", "is", "it", "its", "of", "on",
+    "or", "that", "the", "this", "to", "was", "when", "which", "with",
 ];
 
 /// The query text tantivy sees: prose loses its stop words.
@@ -341,7 +341,13 @@ impl SearchIndex {
 
     /// Ranked hits for free text. `kind` keeps one entity kind (or `file`); `path_glob`
     /// keeps paths matching a glob.
-    pub fn search(&self, query: &str, kind: Option<&str>, path_glob: Option<&str>, limit: usize) -> Result<Vec<SearchHit>, SearchError> {
+    pub fn search(
+        &self,
+        query: &str,
+        kind: Option<&str>,
+        path_glob: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<SearchHit>, SearchError> {
         let f = self.fields;
         let (words, _) = query_words(query);
         let q = self.text_query(&words);
@@ -354,9 +360,7 @@ impl SearchIndex {
         let query = BooleanQuery::new(clauses);
         let glob = match path_glob {
             Some(g) => Some(
-                globset::Glob::new(g)
-                    .map_err(|e| SearchError::Glob(g.to_string(), e.to_string()))?
-                    .compile_matcher(),
+                globset::Glob::new(g).map_err(|e| SearchError::Glob(g.to_string(), e.to_string()))?.compile_matcher(),
             ),
             None => None,
         };
@@ -377,7 +381,15 @@ impl SearchIndex {
             }
             let (start, end) = (num(f.start_line), num(f.end_line));
             let snippet = self.snippet(&path, start, end, &text(f.signature), &text(f.doc), &terms);
-            hits.push(SearchHit { kind: text(f.kind), id: text(f.id), path, start_line: start, end_line: end, score, snippet });
+            hits.push(SearchHit {
+                kind: text(f.kind),
+                id: text(f.id),
+                path,
+                start_line: start,
+                end_line: end,
+                score,
+                snippet,
+            });
             if hits.len() >= limit {
                 break;
             }
@@ -414,9 +426,13 @@ impl SearchIndex {
     fn snippet(&self, path: &str, start: i64, end: i64, signature: &str, doc: &str, terms: &[String]) -> String {
         // Through the confinement rule: a file swapped for a symlink out since `index` is not read.
         let canon = self.root.canonicalize().unwrap_or_else(|_| self.root.clone());
-        let read = crate::confine::read_regular(&canon, &canon.join(path)).ok().and_then(|b| crate::extract::decode_source(&b).ok().map(|t| t.into_owned()));
+        let read = crate::confine::read_regular(&canon, &canon.join(path))
+            .ok()
+            .and_then(|b| crate::extract::decode_source(&b).ok().map(|t| t.into_owned()));
         if let Some(text) = read {
-            for (i, line) in text.lines().enumerate().skip((start.max(1) - 1) as usize).take((end - start + 1).max(1) as usize) {
+            for (i, line) in
+                text.lines().enumerate().skip((start.max(1) - 1) as usize).take((end - start + 1).max(1) as usize)
+            {
                 let low = line.to_lowercase();
                 if terms.iter().any(|t| low.contains(t.as_str())) {
                     return format!("{}: {}", i + 1, crate::extract::truncate(line.trim().to_string(), 200));

@@ -114,7 +114,12 @@ impl Store {
 
     /// Run a read-only script within `bounds`: refused when it nests too deep, killed when
     /// it runs too long or grows the process too much, with an error that says which.
-    pub fn query_bounded(&self, script: &str, params: BTreeMap<String, DataValue>, bounds: &QueryBounds) -> Result<NamedRows, StoreError> {
+    pub fn query_bounded(
+        &self,
+        script: &str,
+        params: BTreeMap<String, DataValue>,
+        bounds: &QueryBounds,
+    ) -> Result<NamedRows, StoreError> {
         check_nesting(script).map_err(StoreError::Db)?;
         let before = self.running_ids();
         let base_rss = rss_bytes();
@@ -142,7 +147,8 @@ impl Store {
                         s.get_or_insert(why);
                     }
                     for id in self.running_ids().difference(before) {
-                        let _ = self.db.run_script(&format!("::kill {id}"), BTreeMap::new(), ScriptMutability::Immutable);
+                        let _ =
+                            self.db.run_script(&format!("::kill {id}"), BTreeMap::new(), ScriptMutability::Immutable);
                     }
                 }
             });

@@ -54,7 +54,9 @@ impl StoreError {
     pub fn hint(&self) -> Option<&'static str> {
         match self {
             StoreError::Missing(_) => Some("run `reproagent index` in the repository first"),
-            StoreError::Version { .. } | StoreError::Foreign(_) | StoreError::Damaged { .. } => Some("run `reproagent index` to rebuild it"),
+            StoreError::Version { .. } | StoreError::Foreign(_) | StoreError::Damaged { .. } => {
+                Some("run `reproagent index` to rebuild it")
+            }
             _ => None,
         }
     }
@@ -256,13 +258,19 @@ fn named(headers: &[&str], rows: Vec<Vec<DataValue>>) -> NamedRows {
 }
 
 /// Rows of every relation as Cozo tuples, keyed by relation name.
-fn to_tuples(rows: &Rows, facts: &[(String, Vec<u8>)], meta: &[(String, String)]) -> BTreeMap<&'static str, Vec<Vec<DataValue>>> {
+fn to_tuples(
+    rows: &Rows,
+    facts: &[(String, Vec<u8>)],
+    meta: &[(String, String)],
+) -> BTreeMap<&'static str, Vec<Vec<DataValue>>> {
     let mut m: BTreeMap<&'static str, Vec<Vec<DataValue>>> = BTreeMap::new();
     m.insert(
         "file",
         rows.file
             .iter()
-            .map(|(p, (l, h, n, t, e))| vec![s(p), s(l), s(h), DataValue::from(*n), DataValue::Bool(*t), DataValue::from(*e)])
+            .map(|(p, (l, h, n, t, e))| {
+                vec![s(p), s(l), s(h), DataValue::from(*n), DataValue::Bool(*t), DataValue::from(*e)]
+            })
             .collect(),
     );
     m.insert(
@@ -311,12 +319,7 @@ fn to_tuples(rows: &Rows, facts: &[(String, Vec<u8>)], meta: &[(String, String)]
 }
 
 fn headers(rel: &str) -> Vec<&'static str> {
-    let (_, keys, vals) = RELATIONS
-        .iter()
-        .chain(INTERNAL)
-        .find(|(n, _, _)| *n == rel)
-        .copied()
-        .unwrap_or(("", "", ""));
+    let (_, keys, vals) = RELATIONS.iter().chain(INTERNAL).find(|(n, _, _)| *n == rel).copied().unwrap_or(("", "", ""));
     keys.split(',')
         .chain(vals.split(','))
         .filter_map(|c| c.split(':').next().map(str::trim).filter(|c| !c.is_empty()))
@@ -324,12 +327,7 @@ fn headers(rel: &str) -> Vec<&'static str> {
 }
 
 fn key_len(rel: &str) -> usize {
-    RELATIONS
-        .iter()
-        .chain(INTERNAL)
-        .find(|(n, _, _)| *n == rel)
-        .map(|(_, k, _)| k.split(',').count())
-        .unwrap_or(0)
+    RELATIONS.iter().chain(INTERNAL).find(|(n, _, _)| *n == rel).map(|(_, k, _)| k.split(',').count()).unwrap_or(0)
 }
 
 /// The facts of each file, serialized for the next incremental run (bincode: decoding
@@ -363,7 +361,14 @@ fn meta_rows(root: &Path, digest: &str, counts: &crate::resolve::Counts) -> Vec<
 }
 
 /// Write a whole new index at `path`, atomically replacing any previous one.
-pub fn write_full(path: &Path, root: &Path, rows: &Rows, facts: &[(String, Vec<u8>)], digest: &str, counts: &crate::resolve::Counts) -> Result<(), StoreError> {
+pub fn write_full(
+    path: &Path,
+    root: &Path,
+    rows: &Rows,
+    facts: &[(String, Vec<u8>)],
+    digest: &str,
+    counts: &crate::resolve::Counts,
+) -> Result<(), StoreError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
     let mem = DbInstance::new("mem", "", "").map_err(db_err)?;
@@ -378,7 +383,9 @@ pub fn write_full(path: &Path, root: &Path, rows: &Rows, facts: &[(String, Vec<u
             let name = e.file_name().to_string_lossy().into_owned();
             if let Some(pid) = name.strip_prefix("graph.db.tmp-") {
                 // Another live run's temp file is its own (the index lock makes that rare).
-                let live = pid.parse::<u32>().is_ok_and(|p| p != std::process::id() && Path::new(&format!("/proc/{p}")).exists());
+                let live = pid
+                    .parse::<u32>()
+                    .is_ok_and(|p| p != std::process::id() && Path::new(&format!("/proc/{p}")).exists());
                 if !live {
                     let _ = std::fs::remove_file(e.path());
                 }
@@ -417,7 +424,8 @@ pub fn diff(old: &Rows, new: &Rows, old_facts: &[(String, Vec<u8>)], new_facts: 
     split_map(&old.inherits, &new.inherits, &mut puts.inherits, &mut dels.inherits);
     split_set(&old.test_of, &new.test_of, &mut puts.test_of, &mut dels.test_of);
     let new_paths: std::collections::BTreeSet<&str> = new_facts.iter().map(|(p, _)| p.as_str()).collect();
-    let gone: Vec<(String, Vec<u8>)> = old_facts.iter().filter(|(p, _)| !new_paths.contains(p.as_str())).cloned().collect();
+    let gone: Vec<(String, Vec<u8>)> =
+        old_facts.iter().filter(|(p, _)| !new_paths.contains(p.as_str())).cloned().collect();
     let put_t = to_tuples(&puts, new_facts, &[]);
     let del_t = to_tuples(&dels, &gone, &[]);
     let mut data = BTreeMap::new();
@@ -432,10 +440,13 @@ pub fn diff(old: &Rows, new: &Rows, old_facts: &[(String, Vec<u8>)], new_facts: 
         if !rows.is_empty() {
             let k = key_len(rel);
             changed += rows.len();
-            let keys: Vec<Vec<DataValue>> = rows.into_iter().map(|mut r| {
-                r.truncate(k);
-                r
-            }).collect();
+            let keys: Vec<Vec<DataValue>> = rows
+                .into_iter()
+                .map(|mut r| {
+                    r.truncate(k);
+                    r
+                })
+                .collect();
             data.insert(format!("-{rel}"), named(&headers(rel)[..k], keys));
         }
     }
@@ -493,7 +504,13 @@ impl Store {
     }
 
     /// Apply a diff as one transaction.
-    pub fn apply(&self, diff: Diff, root: &Path, digest: &str, counts: &crate::resolve::Counts) -> Result<(), StoreError> {
+    pub fn apply(
+        &self,
+        diff: Diff,
+        root: &Path,
+        digest: &str,
+        counts: &crate::resolve::Counts,
+    ) -> Result<(), StoreError> {
         let mut data = diff.data;
         let meta = meta_rows(root, digest, counts).into_iter().map(|(k, v)| vec![s(&k), s(&v)]).collect();
         data.insert("index_meta".into(), named(&["key", "value"], meta));
@@ -553,14 +570,24 @@ impl Store {
 
     /// The out-edges of `ids` at least `min_confidence` sure, as (caller, callee).
     pub fn callees_of(&self, ids: &[&str], min_confidence: f64) -> Result<Vec<(String, String)>, StoreError> {
-        let r = self.run_ids("?[caller, callee] := caller in $ids, *calls{caller, callee, confidence}, confidence >= $min", ids, min_confidence)?;
-        Ok(r.rows.iter().filter_map(|row| Some((row.first()?.get_str()?.to_string(), row.get(1)?.get_str()?.to_string()))).collect())
+        let r = self.run_ids(
+            "?[caller, callee] := caller in $ids, *calls{caller, callee, confidence}, confidence >= $min",
+            ids,
+            min_confidence,
+        )?;
+        Ok(r.rows
+            .iter()
+            .filter_map(|row| Some((row.first()?.get_str()?.to_string(), row.get(1)?.get_str()?.to_string())))
+            .collect())
     }
 
     /// The stored `test_of` rows of some tests.
     pub fn test_of_rows(&self, tests: &[&str]) -> Result<BTreeSet<(String, String)>, StoreError> {
         let r = self.run_ids("?[test, target] := test in $ids, *test_of{test, target}", tests, 0.0)?;
-        Ok(r.rows.iter().filter_map(|row| Some((row.first()?.get_str()?.to_string(), row.get(1)?.get_str()?.to_string()))).collect())
+        Ok(r.rows
+            .iter()
+            .filter_map(|row| Some((row.first()?.get_str()?.to_string(), row.get(1)?.get_str()?.to_string())))
+            .collect())
     }
 
     fn run_ids(&self, script: &str, ids: &[&str], min: f64) -> Result<NamedRows, StoreError> {
@@ -580,16 +607,14 @@ impl Store {
     }
 
     fn query_unguarded(&self, script: &str, params: BTreeMap<String, DataValue>) -> Result<NamedRows, StoreError> {
-        self.db
-            .run_script(script, params, ScriptMutability::Immutable)
-            .map_err(|e| {
-                let msg = format_query_error(&e, script);
-                if msg.contains("read-only") {
-                    StoreError::Db(format!("refused, queries are read-only: {msg}"))
-                } else {
-                    StoreError::Db(msg)
-                }
-            })
+        self.db.run_script(script, params, ScriptMutability::Immutable).map_err(|e| {
+            let msg = format_query_error(&e, script);
+            if msg.contains("read-only") {
+                StoreError::Db(format!("refused, queries are read-only: {msg}"))
+            } else {
+                StoreError::Db(msg)
+            }
+        })
     }
 
     /// Every row of a public relation, for tests and exports.

@@ -49,9 +49,7 @@ pub fn write_full(root: &Path, docs: &[SearchDoc], digest: &str, threads: usize)
     let (schema, _) = schema();
     let index = Index::create_in_dir(&tmp, schema).map_err(tv)?;
     register_tokenizers(&index);
-    let writer: IndexWriter = index
-        .writer_with_num_threads(threads.clamp(1, 8), WRITER_HEAP)
-        .map_err(tv)?;
+    let writer: IndexWriter = index.writer_with_num_threads(threads.clamp(1, 8), WRITER_HEAP).map_err(tv)?;
     add_all(&writer, docs)?;
     commit(writer, digest)?;
     drop(index);

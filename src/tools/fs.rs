@@ -165,7 +165,11 @@ impl TypedTool for Find {
         let glob = globset::GlobBuilder::new(&a.pattern)
             .literal_separator(false)
             .build()
-            .map_err(|e| ToolError::BadPattern { kind: "glob", pattern: a.pattern.clone(), message: e.kind().to_string() })?
+            .map_err(|e| ToolError::BadPattern {
+                kind: "glob",
+                pattern: a.pattern.clone(),
+                message: e.kind().to_string(),
+            })?
             .compile_matcher();
         let mut files = Vec::new();
         for e in walker(&dir, false, None).filter_map(Result::ok) {
@@ -318,7 +322,11 @@ impl TypedTool for Grep {
         let glob = match &a.glob {
             Some(g) => Some(
                 globset::Glob::new(g)
-                    .map_err(|e| ToolError::BadPattern { kind: "glob", pattern: g.clone(), message: e.kind().to_string() })?
+                    .map_err(|e| ToolError::BadPattern {
+                        kind: "glob",
+                        pattern: g.clone(),
+                        message: e.kind().to_string(),
+                    })?
                     .compile_matcher(),
             ),
             None => None,
@@ -432,8 +440,12 @@ impl TypedTool for ReadFile {
             return Err(ToolError::Other(format!("'{}' is a directory; use ls", a.path)));
         }
         let bytes = crate::confine::read_regular(ctx.root(), &file).map_err(|e| match e {
-            crate::confine::Refused::Outside { .. } | crate::confine::Refused::Dangling => ToolError::OutsideRepo(a.path.clone()),
-            crate::confine::Refused::Special(k) => ToolError::NotContent { path: a.path.clone(), why: format!("a {k}, not a regular file") },
+            crate::confine::Refused::Outside { .. } | crate::confine::Refused::Dangling => {
+                ToolError::OutsideRepo(a.path.clone())
+            }
+            crate::confine::Refused::Special(k) => {
+                ToolError::NotContent { path: a.path.clone(), why: format!("a {k}, not a regular file") }
+            }
             other => ToolError::Io(format!("{}: {other}", a.path)),
         })?;
         if bytes.iter().take(8192).any(|b| *b == 0) {
@@ -444,7 +456,10 @@ impl TypedTool for ReadFile {
         let total = lines.len();
         let start = a.start_line.max(1);
         if start > total.max(1) {
-            return Err(ToolError::Other(format!("'{}' has {total} lines; start_line {start} is past the end", a.path)));
+            return Err(ToolError::Other(format!(
+                "'{}' has {total} lines; start_line {start} is past the end",
+                a.path
+            )));
         }
         let wanted_end = a.end_line.unwrap_or(start + READ_DEFAULT_LINES - 1).max(start);
         let cap_end = (start + READ_MAX_LINES - 1).min(total);
@@ -467,7 +482,16 @@ impl TypedTool for ReadFile {
         let end = end.min(total);
         // Truncated: the caller asked for no end (the whole rest) or the bounds cut the range.
         let truncated = end < total && (a.end_line.is_none() || end < wanted_end);
-        let note = truncated.then(|| format!("showing lines {start}-{end} of {total}; pass start_line={} for more", end + 1));
-        Ok(ReadFileOutput { path: ctx.rel(&file), start_line: start, end_line: end, total_lines: total, content, truncated, note })
+        let note =
+            truncated.then(|| format!("showing lines {start}-{end} of {total}; pass start_line={} for more", end + 1));
+        Ok(ReadFileOutput {
+            path: ctx.rel(&file),
+            start_line: start,
+            end_line: end,
+            total_lines: total,
+            content,
+            truncated,
+            note,
+        })
     }
 }

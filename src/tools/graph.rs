@@ -57,7 +57,9 @@ impl TypedTool for FindEntity {
         if !hits.is_empty() {
             let truncated = hits.len() > limit;
             hits.truncate(limit);
-            let note = truncated.then(|| format!("showing the first {limit} matches; pass kind, a longer name or limit to narrow or widen"));
+            let note = truncated.then(|| {
+                format!("showing the first {limit} matches; pass kind, a longer name or limit to narrow or widen")
+            });
             return Ok(FindEntityOutput { name: a.name, matched: "exact", entities: hits, truncated, note });
         }
         let mut near = Vec::new();
@@ -139,7 +141,8 @@ impl TypedTool for ClassStructure {
             )));
         }
         let (m, f, sub) = (info.methods.len(), info.fields.len(), info.subclasses.len());
-        let truncated = m > CLASS_MEMBERS || f > CLASS_MEMBERS || sub > CLASS_MEMBERS || info.overrides.len() > CLASS_MEMBERS;
+        let truncated =
+            m > CLASS_MEMBERS || f > CLASS_MEMBERS || sub > CLASS_MEMBERS || info.overrides.len() > CLASS_MEMBERS;
         info.methods.truncate(CLASS_MEMBERS);
         info.fields.truncate(CLASS_MEMBERS);
         info.subclasses.truncate(CLASS_MEMBERS);
@@ -308,7 +311,9 @@ impl TypedTool for CallChain {
         } else if more {
             Some(format!("showing the {limit} shortest chains; pass a larger limit (at most 50) for more"))
         } else if chains.is_empty() {
-            Some(format!("no chain of at most {depth} calls from {from} to {to}; try a larger max_depth, or callers of {to}"))
+            Some(format!(
+                "no chain of at most {depth} calls from {from} to {to}; try a larger max_depth, or callers of {to}"
+            ))
         } else {
             None
         };
@@ -355,7 +360,9 @@ impl TypedTool for Imports {
         let file = ctx.rel(&abs);
         let store = ctx.store()?;
         let info = g::imports(&store, &file).map_err(|e| match ToolError::from(e) {
-            ToolError::NotFound { name, nearest, .. } => ToolError::NotFound { what: "indexed source file", name, nearest },
+            ToolError::NotFound { name, nearest, .. } => {
+                ToolError::NotFound { what: "indexed source file", name, nearest }
+            }
             other => other,
         })?;
         let limit = a.limit.clamp(1, 500);

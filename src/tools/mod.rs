@@ -92,18 +92,28 @@ impl ToolError {
     pub fn hint(&self) -> Option<String> {
         let h: &str = match self {
             ToolError::UnknownTool { .. } => "`tools/list` (or `reproagent tool --list`) lists the tools",
-            ToolError::BadArgs { .. } => "the tool's JSON schema (`reproagent tool --list`) gives every argument and its type",
+            ToolError::BadArgs { .. } => {
+                "the tool's JSON schema (`reproagent tool --list`) gives every argument and its type"
+            }
             ToolError::OutsideRepo(_) => "paths are relative to the repository root and must stay inside it",
-            ToolError::NotContent { .. } => "only regular files of the repository are read; `ls` shows each entry's kind",
+            ToolError::NotContent { .. } => {
+                "only regular files of the repository are read; `ls` shows each entry's kind"
+            }
             ToolError::NotFound { what: "path", .. } => "`ls` or `find` list what exists",
             ToolError::NotFound { .. } => "`find_entity` looks entities up by name, exactly and fuzzily",
             ToolError::Ambiguous { .. } => "pass one of the candidate ids (path:Qualified.name)",
-            ToolError::BadPattern { kind: "regex", .. } => "a Rust regex: escape `(`, `[`, `{`, `.` with `\\` to match them literally",
-            ToolError::BadPattern { .. } => "a glob: `*` any name part, `**` any directories, `?` one character, `[ab]` and `{a,b}` alternatives",
+            ToolError::BadPattern { kind: "regex", .. } => {
+                "a Rust regex: escape `(`, `[`, `{`, `.` with `\\` to match them literally"
+            }
+            ToolError::BadPattern { .. } => {
+                "a glob: `*` any name part, `**` any directories, `?` one character, `[ab]` and `{a,b}` alternatives"
+            }
             ToolError::Binary(_) => "read_file reads text files only",
             ToolError::Index(e) => return e.hint().map(str::to_string),
             ToolError::Search(e) => return e.hint().map(str::to_string),
-            ToolError::Stale { .. } => "run `reproagent index` in the repository (incremental: only changed files are parsed)",
+            ToolError::Stale { .. } => {
+                "run `reproagent index` in the repository (incremental: only changed files are parsed)"
+            }
             ToolError::Sandbox(SandboxError::Refused(_)) => "rewrite the command without the refused part",
             ToolError::Sandbox(_) => return None,
             ToolError::NoSandbox => "start with a sandbox (`reproagent serve --sandbox local|docker`)",
@@ -119,7 +129,9 @@ impl ToolError {
             v["hint"] = json!(h);
         }
         match self {
-            ToolError::UnknownTool { nearest, .. } | ToolError::NotFound { nearest, .. } => v["nearest"] = json!(nearest),
+            ToolError::UnknownTool { nearest, .. } | ToolError::NotFound { nearest, .. } => {
+                v["nearest"] = json!(nearest)
+            }
             ToolError::Ambiguous { candidates, .. } => v["candidates"] = json!(candidates),
             ToolError::Stale { changed, .. } => v["changed"] = json!(changed),
             _ => {}
@@ -186,9 +198,9 @@ impl<T: TypedTool> Tool for T {
     }
     fn call(&self, ctx: &ToolContext, args: Value) -> ToolOutput {
         let args = if args.is_null() { json!({}) } else { args };
-        let parsed: T::Args = match check_types(&self.schema(), &args).and_then(|()| {
-            serde_json::from_value(args).map_err(|e| e.to_string())
-        }) {
+        let parsed: T::Args = match check_types(&self.schema(), &args)
+            .and_then(|()| serde_json::from_value(args).map_err(|e| e.to_string()))
+        {
             Ok(a) => a,
             Err(message) => return ToolOutput::error(&ToolError::BadArgs { tool: T::NAME.to_string(), message }),
         };
@@ -252,9 +264,8 @@ pub struct ToolContext {
 impl ToolContext {
     /// A context on the repository at `root` (which must exist).
     pub fn new(root: &Path) -> Result<Self, ToolError> {
-        let root = root
-            .canonicalize()
-            .map_err(|e| ToolError::Io(format!("repository root {}: {e}", root.display())))?;
+        let root =
+            root.canonicalize().map_err(|e| ToolError::Io(format!("repository root {}: {e}", root.display())))?;
         Ok(ToolContext {
             root,
             store: Mutex::new(None),

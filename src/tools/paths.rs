@@ -39,12 +39,18 @@ pub(crate) fn resolve(root: &Path, rel: &str) -> Result<PathBuf, ToolError> {
             if let Some(Component::Normal(first)) = inside.components().next() {
                 if first == ".git" || first == ".reproagent" {
                     let what = first.to_string_lossy();
-                    return Err(ToolError::NotContent { path: rel.to_string(), why: format!("inside {what}/, which the tools never read") });
+                    return Err(ToolError::NotContent {
+                        path: rel.to_string(),
+                        why: format!("inside {what}/, which the tools never read"),
+                    });
                 }
             }
             if let Ok(m) = std::fs::metadata(&canon) {
                 if let Some(kind) = crate::confine::special_kind(&m.file_type()) {
-                    return Err(ToolError::NotContent { path: rel.to_string(), why: format!("a {kind}, not a regular file") });
+                    return Err(ToolError::NotContent {
+                        path: rel.to_string(),
+                        why: format!("a {kind}, not a regular file"),
+                    });
                 }
             }
             Ok(canon)
@@ -133,11 +139,8 @@ impl Freshness {
             self.root = Some(root.to_path_buf());
         }
         let r = store.query("?[path, hash] := *file{path, hash}", BTreeMap::new())?;
-        let stored: BTreeMap<String, String> = r
-            .rows
-            .iter()
-            .map(|row| (row[0].get_str().unwrap_or("").to_string(), str_of(&row[1])))
-            .collect();
+        let stored: BTreeMap<String, String> =
+            r.rows.iter().map(|row| (row[0].get_str().unwrap_or("").to_string(), str_of(&row[1]))).collect();
         let mut changed = Vec::new();
         for (path, hash) in &stored {
             match self.hash_of(&root.join(path)) {

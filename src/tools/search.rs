@@ -67,7 +67,15 @@ impl TypedTool for SearchCode {
         let hits: Vec<SearchHit> = hits.drain(..).skip(a.offset).take(limit).collect();
         let (_, cut) = crate::search::query_words(&a.query);
         let (note, nearest) = if more {
-            (Some(format!("showing hits {}-{}; pass offset={} for more", a.offset + 1, a.offset + hits.len(), a.offset + hits.len())), Vec::new())
+            (
+                Some(format!(
+                    "showing hits {}-{}; pass offset={} for more",
+                    a.offset + 1,
+                    a.offset + hits.len(),
+                    a.offset + hits.len()
+                )),
+                Vec::new(),
+            )
         } else if hits.is_empty() && a.offset == 0 {
             let nearest = g::nearest(&store, crate::extract::truncate(a.query.trim().to_string(), 200).as_str(), 5)?;
             let note = if nearest.is_empty() {
@@ -84,7 +92,8 @@ impl TypedTool for SearchCode {
             (Some(c), Some(n)) => Some(format!("{c}; {n}")),
             (c, n) => c.or(n),
         };
-        let query = if a.query.len() > 200 { format!("{}...", crate::extract::truncate(a.query, 200)) } else { a.query };
+        let query =
+            if a.query.len() > 200 { format!("{}...", crate::extract::truncate(a.query, 200)) } else { a.query };
         Ok(SearchCodeOutput { query, hits, offset: a.offset, truncated: more, note, nearest })
     }
 }

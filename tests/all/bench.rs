@@ -28,7 +28,12 @@ fn options(suite: &Path, out: &Path, sandbox: Choice) -> BenchOptions {
         suite: suite.to_path_buf(),
         out: out.to_path_buf(),
         jobs: 2,
-        scorer: Scorer { sandbox, image: Some("reproagent-test:bookworm".into()), timeout_secs: 120, env: Default::default() },
+        scorer: Scorer {
+            sandbox,
+            image: Some("reproagent-test:bookworm".into()),
+            timeout_secs: 120,
+            env: Default::default(),
+        },
         verify: false,
         only: Vec::new(),
         model: ModelSource::None,
@@ -65,7 +70,12 @@ fn sanity_adapters_score_exactly_100_and_0_percent() {
     let out = tempfile::tempdir().unwrap();
     let gold = bench(&adapter::Gold, &options(&suite(), &out.path().join("gold"), Choice::Local));
     let s = summarize(&gold);
-    assert_eq!(s.total.invalid + s.total.adapter_errors, 0, "{:#?}", gold.cases.iter().filter(|c| c.status != CaseStatus::Scored).collect::<Vec<_>>());
+    assert_eq!(
+        s.total.invalid + s.total.adapter_errors,
+        0,
+        "{:#?}",
+        gold.cases.iter().filter(|c| c.status != CaseStatus::Scored).collect::<Vec<_>>()
+    );
     assert_eq!((s.total.fail_to_pass, s.total.judged()), (gold.cases.len(), gold.cases.len()));
     for (lang, t) in &s.per_language {
         assert_eq!(t.fail_to_pass, t.judged(), "{lang}");
@@ -112,7 +122,12 @@ fn gold_scores_in_docker_too() {
 fn keyfree_adapter_is_scored_per_case() {
     let out = tempfile::tempdir().unwrap();
     let mut o = options(&suite(), out.path(), Choice::Local);
-    o.only = vec!["py-config-bool-default".into(), "py-median-even".into(), "js-query-flag".into(), "java-csv-blank-line".into()];
+    o.only = vec![
+        "py-config-bool-default".into(),
+        "py-median-even".into(),
+        "js-query-flag".into(),
+        "java-csv-blank-line".into(),
+    ];
     let r = bench(&adapter::KeyFree, &o);
     for id in ["py-config-bool-default", "js-query-flag", "java-csv-blank-line"] {
         let c = case(&r, id);
@@ -234,7 +249,10 @@ fn external_command_adapter_reads_the_case_and_writes_a_test() {
     assert_eq!(r.adapter.command.as_deref(), Some(writes.command.as_str()));
 
     o.out = out.path().join("prints");
-    let prints = adapter::External { command: r#"cat "$(dirname "$REPROAGENT_CASE")/test.patch""#.into(), timeout: Duration::from_secs(60) };
+    let prints = adapter::External {
+        command: r#"cat "$(dirname "$REPROAGENT_CASE")/test.patch""#.into(),
+        timeout: Duration::from_secs(60),
+    };
     let r = bench(&prints, &o);
     assert!(r.cases.iter().all(|c| c.fail_to_pass), "{:#?}", r.cases);
 
@@ -243,7 +261,11 @@ fn external_command_adapter_reads_the_case_and_writes_a_test() {
     let fails = adapter::External { command: "echo no idea >&2; exit 3".into(), timeout: Duration::from_secs(60) };
     let c = bench(&fails, &o).cases.remove(0);
     assert_eq!(c.status, CaseStatus::AdapterError);
-    assert!(c.reason.as_deref().unwrap().contains("exited with 3") && c.reason.as_deref().unwrap().contains("no idea"), "{:?}", c.reason);
+    assert!(
+        c.reason.as_deref().unwrap().contains("exited with 3") && c.reason.as_deref().unwrap().contains("no idea"),
+        "{:?}",
+        c.reason
+    );
 
     o.out = out.path().join("hangs");
     let hangs = adapter::External { command: "sleep 30".into(), timeout: Duration::from_secs(1) };
@@ -317,18 +339,28 @@ fn a_gold_test_that_cannot_run_makes_the_case_invalid() {
     let missing = "import numkit_plugins_not_installed\n\n\ndef test_plugin():\n    assert numkit_plugins_not_installed.VERSION\n";
     write_case(&root.join("missing-dep"), "py-median-even", |d, v| {
         v["id"] = json!("missing-dep");
-        let p = reproagent::bench::case::diff_for_files(&d.join("repo"), &[("tests/test_plugin.py".into(), missing.into())]);
+        let p = reproagent::bench::case::diff_for_files(
+            &d.join("repo"),
+            &[("tests/test_plugin.py".into(), missing.into())],
+        );
         std::fs::write(d.join("test.patch"), p).unwrap();
     });
     // The fix adds numkit/extra.py; its test imports it, so it cannot even load before.
     write_case(&root.join("new-api"), "py-median-even", |d, v| {
         v["id"] = json!("new-api");
         let repo = d.join("repo");
-        let add = reproagent::bench::case::diff_for_files(&repo, &[("numkit/extra.py".into(), "def twice(x):\n    return 2 * x\n".into())]);
+        let add = reproagent::bench::case::diff_for_files(
+            &repo,
+            &[("numkit/extra.py".into(), "def twice(x):\n    return 2 * x\n".into())],
+        );
         let gold = std::fs::read_to_string(d.join("gold.patch")).unwrap();
         std::fs::write(d.join("gold.patch"), format!("{gold}{add}")).unwrap();
         let test = "from numkit.extra import twice\n\n\ndef test_twice():\n    assert twice(2) == 4\n";
-        std::fs::write(d.join("test.patch"), reproagent::bench::case::diff_for_files(&repo, &[("tests/test_extra.py".into(), test.into())])).unwrap();
+        std::fs::write(
+            d.join("test.patch"),
+            reproagent::bench::case::diff_for_files(&repo, &[("tests/test_extra.py".into(), test.into())]),
+        )
+        .unwrap();
     });
     let out = tempfile::tempdir().unwrap();
     for verify in [false, true] {
@@ -339,7 +371,12 @@ fn a_gold_test_that_cannot_run_makes_the_case_invalid() {
         let why = bad.reason.clone().unwrap_or_default();
         eprintln!("verify={verify}: {why}");
         assert_eq!(bad.status, CaseStatus::Invalid, "verify={verify}: {why}");
-        for want in ["the gold test cannot run", "tests/test_plugin.py errored before and after the gold patch", "(missing dependency)", "No module named 'numkit_plugins_not_installed'"] {
+        for want in [
+            "the gold test cannot run",
+            "tests/test_plugin.py errored before and after the gold patch",
+            "(missing dependency)",
+            "No module named 'numkit_plugins_not_installed'",
+        ] {
             assert!(why.contains(want), "verify={verify}: {want:?} not in {why}");
         }
         assert_eq!(bad.before.as_ref().unwrap().status, "errored");
@@ -361,13 +398,21 @@ fn a_gold_test_that_cannot_run_makes_the_case_invalid() {
     // --no-verify, and a reproducer whose own test errors both ways: its failure.
     let mut o = options(root, &out.path().join("broken-candidate"), Choice::Local);
     o.only = vec!["new-api".into()];
-    let writes = adapter::External { command: format!("mkdir -p tests && printf '%s' '{missing}' > tests/test_mine.py"), timeout: Duration::from_secs(60) };
+    let writes = adapter::External {
+        command: format!("mkdir -p tests && printf '%s' '{missing}' > tests/test_mine.py"),
+        timeout: Duration::from_secs(60),
+    };
     let c = bench(&writes, &o).cases.remove(0);
     assert_eq!(c.status, CaseStatus::Scored, "{:?}", c.reason);
     assert!(!c.fail_to_pass);
     let why = c.reason.unwrap_or_default();
     eprintln!("candidate: {why}");
-    assert!(why.contains("the test cannot run: tests/test_mine.py errored before and after the gold patch (missing dependency)"), "{why}");
+    assert!(
+        why.contains(
+            "the test cannot run: tests/test_mine.py errored before and after the gold patch (missing dependency)"
+        ),
+        "{why}"
+    );
 }
 
 fn cli(args: &[&str]) -> std::process::Output {
@@ -380,8 +425,21 @@ fn cli_runs_validates_and_reports() {
     let run_dir = out.path().join("run");
     let suite = suite();
     let o = cli(&[
-        "bench", "run", "--adapter", "gold", "--suite", suite.to_str().unwrap(), "--sandbox", "local",
-        "--case", "py-path-dotdot", "--case", "js-lru-get-recency", "--out", run_dir.to_str().unwrap(), "--json",
+        "bench",
+        "run",
+        "--adapter",
+        "gold",
+        "--suite",
+        suite.to_str().unwrap(),
+        "--sandbox",
+        "local",
+        "--case",
+        "py-path-dotdot",
+        "--case",
+        "js-lru-get-recency",
+        "--out",
+        run_dir.to_str().unwrap(),
+        "--json",
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();

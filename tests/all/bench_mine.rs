@@ -12,7 +12,12 @@ fn reproagent(args: &[&str]) -> Output {
 }
 
 fn text(o: &Output) -> String {
-    format!("status {:?}\nstdout:\n{}\nstderr:\n{}", o.status.code(), String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 fn git(repo: &Path, args: &[&str]) -> String {
@@ -46,10 +51,12 @@ fn commit(repo: &Path, files: &[(&str, &str)], message: &str) -> String {
 }
 
 fn read_json(path: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).expect("json")
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .expect("json")
 }
 
-const STATS_BUGGY: &str = "def mean(xs):\n    return sum(xs) / len(xs)\n\n\ndef median(xs):\n    s = sorted(xs)\n    return s[len(s) // 2]\n";
+const STATS_BUGGY: &str =
+    "def mean(xs):\n    return sum(xs) / len(xs)\n\n\ndef median(xs):\n    s = sorted(xs)\n    return s[len(s) // 2]\n";
 const STATS_FIXED: &str = "def mean(xs):\n    return sum(xs) / len(xs)\n\n\ndef median(xs):\n    s = sorted(xs)\n    n = len(s)\n    if n % 2 == 0:\n        return (s[n // 2 - 1] + s[n // 2]) / 2\n    return s[n // 2]\n";
 
 /// A Python package whose history holds one good case and one commit of each kind the
@@ -62,7 +69,10 @@ fn history(repo: &Path) {
             ("conftest.py", ""),
             ("pkg/__init__.py", ""),
             ("pkg/stats.py", STATS_BUGGY),
-            ("tests/test_mean.py", "from pkg.stats import mean\n\n\ndef test_mean():\n    assert mean([1, 2, 3]) == 2\n"),
+            (
+                "tests/test_mean.py",
+                "from pkg.stats import mean\n\n\ndef test_mean():\n    assert mean([1, 2, 3]) == 2\n",
+            ),
         ],
         "Initial commit",
     );
@@ -70,22 +80,46 @@ fn history(repo: &Path) {
         repo,
         &[
             ("pkg/stats.py", STATS_FIXED),
-            ("tests/test_median.py", "from pkg.stats import median\n\n\ndef test_median_even():\n    assert median([4, 1, 3, 2]) == 2.5\n"),
+            (
+                "tests/test_median.py",
+                "from pkg.stats import median\n\n\ndef test_median_even():\n    assert median([4, 1, 3, 2]) == 2.5\n",
+            ),
         ],
         "Fix median of even-length lists\n\nFixes #12.",
     );
-    commit(repo, &[("tests/test_more.py", "from pkg.stats import mean\n\n\ndef test_mean_one():\n    assert mean([5]) == 5\n")], "More tests");
-    commit(repo, &[("pkg/stats.py", &format!("\"\"\"Small statistics.\"\"\"\n\n{STATS_FIXED}"))], "Document the module");
+    commit(
+        repo,
+        &[("tests/test_more.py", "from pkg.stats import mean\n\n\ndef test_mean_one():\n    assert mean([5]) == 5\n")],
+        "More tests",
+    );
+    commit(
+        repo,
+        &[("pkg/stats.py", &format!("\"\"\"Small statistics.\"\"\"\n\n{STATS_FIXED}"))],
+        "Document the module",
+    );
     let big: String = (0..30).map(|i| format!("def f{i}(x):\n    return x + {i}\n\n\n")).collect();
-    commit(repo, &[("pkg/big.py", &big), ("tests/test_big.py", "from pkg.big import f1\n\n\ndef test_f1():\n    assert f1(1) == 2\n")], "Add many helpers");
+    commit(
+        repo,
+        &[
+            ("pkg/big.py", &big),
+            ("tests/test_big.py", "from pkg.big import f1\n\n\ndef test_f1():\n    assert f1(1) == 2\n"),
+        ],
+        "Add many helpers",
+    );
     commit(repo, &[("README.md", "Small statistics.\n")], "Add a README");
     // A code change whose test already passes before it: no bug shown.
-    let refactored = format!("\"\"\"Small statistics.\"\"\"\n\n{}", STATS_FIXED.replace("sum(xs) / len(xs)", "float(sum(xs)) / len(xs)"));
+    let refactored = format!(
+        "\"\"\"Small statistics.\"\"\"\n\n{}",
+        STATS_FIXED.replace("sum(xs) / len(xs)", "float(sum(xs)) / len(xs)")
+    );
     commit(
         repo,
         &[
             ("pkg/stats.py", &refactored),
-            ("tests/test_mean_float.py", "from pkg.stats import mean\n\n\ndef test_mean_float():\n    assert mean([2, 3]) == 2.5\n"),
+            (
+                "tests/test_mean_float.py",
+                "from pkg.stats import mean\n\n\ndef test_mean_float():\n    assert mean([2, 3]) == 2.5\n",
+            ),
         ],
         "Refactor mean",
     );
@@ -101,15 +135,31 @@ fn mine_keeps_the_fail_to_pass_fix_and_gold_scores_it() {
     write(&issues, &[("12.md", "median([1, 2, 3, 4]) returns 3 instead of 2.5\n")]);
     let out = tmp.path().join("mined");
     let o = reproagent(&[
-        "bench", "mine", repo.to_str().unwrap(), "--out", out.to_str().unwrap(), "--max-lines", "20",
-        "--issues", issues.to_str().unwrap(), "--sandbox", "local", "--timeout", "120",
+        "bench",
+        "mine",
+        repo.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--max-lines",
+        "20",
+        "--issues",
+        issues.to_str().unwrap(),
+        "--sandbox",
+        "local",
+        "--timeout",
+        "120",
     ]);
     assert!(o.status.success(), "{}", text(&o));
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(stdout.contains("gold test fail-to-pass") && stdout.contains("1 cases in"), "{}", text(&o));
 
     let record = read_json(&out.join("mine.json"));
-    let stages: Vec<(String, u64)> = record["stages"].as_array().unwrap().iter().map(|s| (s["name"].as_str().unwrap().to_string(), s["kept"].as_u64().unwrap())).collect();
+    let stages: Vec<(String, u64)> = record["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["name"].as_str().unwrap().to_string(), s["kept"].as_u64().unwrap()))
+        .collect();
     let want = [
         ("commits scanned", 7),
         ("has a parent", 6),
@@ -120,7 +170,12 @@ fn mine_keeps_the_fail_to_pass_fix_and_gold_scores_it() {
     ];
     assert_eq!(stages, want.iter().map(|(n, k)| (n.to_string(), *k)).collect::<Vec<_>>(), "{record:#}");
     let reason_of = |subject: &str| -> (String, String) {
-        let d = record["dropped"].as_array().unwrap().iter().find(|d| d["subject"] == subject).unwrap_or_else(|| panic!("{subject} not dropped: {record:#}"));
+        let d = record["dropped"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["subject"] == subject)
+            .unwrap_or_else(|| panic!("{subject} not dropped: {record:#}"));
         (d["stage"].as_str().unwrap().to_string(), d["reason"].as_str().unwrap().to_string())
     };
     assert_eq!(reason_of("Initial commit").0, "has a parent");
@@ -141,7 +196,12 @@ fn mine_keeps_the_fail_to_pass_fix_and_gold_scores_it() {
     let id = cases[0].as_str().unwrap();
     let fix = git(&repo, &["rev-parse", "HEAD~5"]);
     assert_eq!(id, format!("{}-fix-median-of-even-length-lists", &fix[..7]));
-    let dirs: Vec<String> = std::fs::read_dir(&out).unwrap().flatten().filter(|e| e.path().is_dir()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    let dirs: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
     assert_eq!(dirs, vec![id.to_string()], "dropped cases are removed");
     let case = read_json(&out.join(id).join("case.json"));
     assert_eq!(case["language"], "python");
@@ -157,7 +217,20 @@ fn mine_keeps_the_fail_to_pass_fix_and_gold_scores_it() {
 
     // The gold adapter scores the mined suite 100%.
     let run = tmp.path().join("run");
-    let o = reproagent(&["bench", "run", "--adapter", "gold", "--suite", out.to_str().unwrap(), "--sandbox", "local", "--out", run.to_str().unwrap(), "--timeout", "120"]);
+    let o = reproagent(&[
+        "bench",
+        "run",
+        "--adapter",
+        "gold",
+        "--suite",
+        out.to_str().unwrap(),
+        "--sandbox",
+        "local",
+        "--out",
+        run.to_str().unwrap(),
+        "--timeout",
+        "120",
+    ]);
     assert!(o.status.success(), "{}", text(&o));
     let rec = read_json(&run.join("run.json"));
     let results = rec["cases"].as_array().unwrap();
@@ -172,7 +245,18 @@ fn mine_without_verify_keeps_every_candidate() {
     std::fs::create_dir_all(&repo).expect("mkdir");
     history(&repo);
     let out = tmp.path().join("mined");
-    let o = reproagent(&["bench", "mine", repo.to_str().unwrap(), "--out", out.to_str().unwrap(), "--max-lines", "20", "--no-verify", "--max-commits", "6"]);
+    let o = reproagent(&[
+        "bench",
+        "mine",
+        repo.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--max-lines",
+        "20",
+        "--no-verify",
+        "--max-commits",
+        "6",
+    ]);
     assert!(o.status.success(), "{}", text(&o));
     let record = read_json(&out.join("mine.json"));
     let kept: Vec<u64> = record["stages"].as_array().unwrap().iter().map(|s| s["kept"].as_u64().unwrap()).collect();
@@ -195,10 +279,22 @@ fn mine_without_verify_keeps_every_candidate() {
     assert_eq!(case_dirs().len(), 2);
     std::fs::create_dir_all(out.join("notes")).expect("mkdir");
     std::fs::write(out.join("notes/keep.md"), "mine").expect("write");
-    let o = reproagent(&["bench", "mine", repo.to_str().unwrap(), "--out", out.to_str().unwrap(), "--max-lines", "20", "--no-verify", "--max-commits", "1"]);
+    let o = reproagent(&[
+        "bench",
+        "mine",
+        repo.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--max-lines",
+        "20",
+        "--no-verify",
+        "--max-commits",
+        "1",
+    ]);
     assert!(o.status.success(), "{}", text(&o));
     let record = read_json(&out.join("mine.json"));
-    let cases: Vec<String> = record["cases"].as_array().unwrap().iter().map(|c| c.as_str().unwrap().to_string()).collect();
+    let cases: Vec<String> =
+        record["cases"].as_array().unwrap().iter().map(|c| c.as_str().unwrap().to_string()).collect();
     assert_eq!(cases.len(), 1);
     assert_eq!(case_dirs(), cases, "a case of the previous run was left in OUT");
     assert!(out.join("notes/keep.md").exists());
@@ -208,12 +304,16 @@ fn mine_without_verify_keeps_every_candidate() {
 /// returns (base, fix).
 fn swt_repo(repo: &Path) -> (String, String) {
     git(repo, &["init", "-q", "-b", "main"]);
-    let base = commit(repo, &[("conftest.py", ""), ("pkg/__init__.py", ""), ("pkg/stats.py", STATS_BUGGY)], "Statistics");
+    let base =
+        commit(repo, &[("conftest.py", ""), ("pkg/__init__.py", ""), ("pkg/stats.py", STATS_BUGGY)], "Statistics");
     let fix = commit(
         repo,
         &[
             ("pkg/stats.py", STATS_FIXED),
-            ("tests/test_median.py", "from pkg.stats import median\n\n\ndef test_median_even():\n    assert median([4, 1, 3, 2]) == 2.5\n"),
+            (
+                "tests/test_median.py",
+                "from pkg.stats import median\n\n\ndef test_median_even():\n    assert median([4, 1, 3, 2]) == 2.5\n",
+            ),
         ],
         "Fix median",
     );
@@ -243,9 +343,18 @@ fn swt_import_run_export_round_trip() {
     std::fs::create_dir_all(&repo).expect("mkdir");
     let (base, fix) = swt_repo(&repo);
     let file = tmp.path().join("instances.jsonl");
-    std::fs::write(&file, serde_json::to_string(&instance(&repo, &base, &fix, "acme__stats-1")).unwrap() + "\n").unwrap();
+    std::fs::write(&file, serde_json::to_string(&instance(&repo, &base, &fix, "acme__stats-1")).unwrap() + "\n")
+        .unwrap();
     let suite = tmp.path().join("suite");
-    let o = reproagent(&["bench", "import", file.to_str().unwrap(), "--checkout", repo.to_str().unwrap(), "--out", suite.to_str().unwrap()]);
+    let o = reproagent(&[
+        "bench",
+        "import",
+        file.to_str().unwrap(),
+        "--checkout",
+        repo.to_str().unwrap(),
+        "--out",
+        suite.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("1 of 1 instances imported"), "{}", text(&o));
 
@@ -265,15 +374,37 @@ fn swt_import_run_export_round_trip() {
     assert!(issue.contains("returns 3, expected 2.5"), "{issue}");
 
     let run = tmp.path().join("run");
-    let o = reproagent(&["bench", "run", "--adapter", "gold", "--suite", suite.to_str().unwrap(), "--sandbox", "local", "--out", run.to_str().unwrap(), "--timeout", "120"]);
+    let o = reproagent(&[
+        "bench",
+        "run",
+        "--adapter",
+        "gold",
+        "--suite",
+        suite.to_str().unwrap(),
+        "--sandbox",
+        "local",
+        "--out",
+        run.to_str().unwrap(),
+        "--timeout",
+        "120",
+    ]);
     assert!(o.status.success(), "{}", text(&o));
     let rec = read_json(&run.join("run.json"));
     assert_eq!(rec["cases"][0]["fail_to_pass"], true, "{rec:#}");
 
     let preds = tmp.path().join("preds.jsonl");
-    let o = reproagent(&["bench", "export", run.to_str().unwrap(), "--model-name", "gold-test", "--out", preds.to_str().unwrap()]);
+    let o = reproagent(&[
+        "bench",
+        "export",
+        run.to_str().unwrap(),
+        "--model-name",
+        "gold-test",
+        "--out",
+        preds.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", text(&o));
-    let lines: Vec<Value> = std::fs::read_to_string(&preds).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<Value> =
+        std::fs::read_to_string(&preds).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), 1);
     let p = &lines[0];
     assert_eq!(p["instance_id"], "acme__stats-1");
@@ -315,10 +446,24 @@ fn swt_import_skips_bad_instances_with_the_reason() {
     let file = tmp.path().join("instances.json");
     std::fs::write(&file, serde_json::to_string(&vec![good, absent, no_patch, elsewhere]).unwrap()).unwrap();
     let suite = tmp.path().join("suite");
-    let o = reproagent(&["bench", "import", file.to_str().unwrap(), "--repos", repos.to_str().unwrap(), "--out", suite.to_str().unwrap()]);
+    let o = reproagent(&[
+        "bench",
+        "import",
+        file.to_str().unwrap(),
+        "--repos",
+        repos.to_str().unwrap(),
+        "--out",
+        suite.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", text(&o));
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(stderr.contains("skipped acme__stats-2: base commit 0123456789abcdef0123456789abcdef01234567 is not in the checkout"), "{}", text(&o));
+    assert!(
+        stderr.contains(
+            "skipped acme__stats-2: base commit 0123456789abcdef0123456789abcdef01234567 is not in the checkout"
+        ),
+        "{}",
+        text(&o)
+    );
     assert!(stderr.contains("skipped acme__stats-3: missing field `patch`"), "{}", text(&o));
     assert!(stderr.contains("skipped other__lib-4: no checkout of other/lib"), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("1 of 4 instances imported"), "{}", text(&o));
@@ -332,10 +477,24 @@ fn swt_import_skips_bad_instances_with_the_reason() {
     // Nothing importable: an error with a hint.
     let only_bad = tmp.path().join("bad.jsonl");
     std::fs::write(&only_bad, "{\"instance_id\": \"x\"}\n").unwrap();
-    let o = reproagent(&["bench", "import", only_bad.to_str().unwrap(), "--repos", repos.to_str().unwrap(), "--out", suite.to_str().unwrap()]);
+    let o = reproagent(&[
+        "bench",
+        "import",
+        only_bad.to_str().unwrap(),
+        "--repos",
+        repos.to_str().unwrap(),
+        "--out",
+        suite.to_str().unwrap(),
+    ]);
     assert!(!o.status.success());
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(stderr.contains("skipped x: missing field `repo`") && stderr.contains("error: no instance") && stderr.contains("hint:"), "{}", text(&o));
+    assert!(
+        stderr.contains("skipped x: missing field `repo`")
+            && stderr.contains("error: no instance")
+            && stderr.contains("hint:"),
+        "{}",
+        text(&o)
+    );
 }
 
 #[test]

@@ -83,7 +83,11 @@ fn file_of_100k_functions_keeps_50k_entities_under_128mb_and_reports_it() {
     let s = index_with(dir.path(), 2, true);
     assert_eq!(s.truncated.len(), 1, "{:?}", s.truncated);
     assert_eq!(s.truncated[0].path, "many.py");
-    assert!(s.truncated[0].reason.contains("entity budget hit: kept the first 50000 of 100001"), "{}", s.truncated[0].reason);
+    assert!(
+        s.truncated[0].reason.contains("entity budget hit: kept the first 50000 of 100001"),
+        "{}",
+        s.truncated[0].reason
+    );
     assert!(s.line().contains("1 truncated"), "{}", s.line());
     // many.py keeps its first 50,000 entities (the module one of them), small.py its two.
     assert_eq!(s.entities, 50_002, "{s:?}");
@@ -101,7 +105,11 @@ fn entity_budget_is_a_flag_and_zero_is_refused() {
     let s = index::run(&o).unwrap();
     assert_eq!(s.entities, 11);
     assert_eq!(s.truncated.len(), 1);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_reproagent")).args(["index", "--max-entities", "0"]).arg(dir.path()).output().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_reproagent"))
+        .args(["index", "--max-entities", "0"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--max-entities must be at least 1"));
 }
@@ -139,7 +147,8 @@ fn growing_query_is_stopped_at_64mb() {
     let s = store::open(&store::db_path(repo.path())).unwrap();
     // Each row is 10 bytes longer than the last: memory grows with the square of the rows.
     let script = "r[n, s] := n = 0, s = ''\n r[n, s] := r[m, t], n = m + 1, s = concat(t, 'xxxxxxxxxx')\n ?[count(n)] := r[n, _]";
-    let bounds = store::bounded::QueryBounds { timeout: std::time::Duration::from_secs(120), max_memory_bytes: 64 << 20 };
+    let bounds =
+        store::bounded::QueryBounds { timeout: std::time::Duration::from_secs(120), max_memory_bytes: 64 << 20 };
     let e = s.query_bounded(script, Default::default(), &bounds).unwrap_err().to_string();
     assert!(e.contains("query stopped: it grew the process by over 64 MiB"), "{e}");
 }
@@ -168,7 +177,12 @@ fn peak_kib(root: &Path, args: &[&str]) -> (u64, String) {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr).to_string();
-    let kib = err.lines().filter_map(|l| l.strip_prefix("peak ")).next_back().and_then(|k| k.trim().parse().ok()).unwrap_or(u64::MAX);
+    let kib = err
+        .lines()
+        .filter_map(|l| l.strip_prefix("peak "))
+        .next_back()
+        .and_then(|k| k.trim().parse().ok())
+        .unwrap_or(u64::MAX);
     (kib, String::from_utf8_lossy(&out.stdout).to_string())
 }
 
@@ -234,13 +248,21 @@ fn dense_300x300_call_graph_walks_stop_at_5000_edges_and_100k_chains_and_say_so(
         assert_eq!(edges.iter().filter(|e| e["depth"] == 1).count(), 300);
     }
     // The walk from f0 is cut; what it found still gives chains.
-    let v = tool_json(dir.path(), "call_chain", serde_json::json!({"from": "d.py:f0", "to": "d.py:f299", "max_depth": 8, "limit": 5}));
+    let v = tool_json(
+        dir.path(),
+        "call_chain",
+        serde_json::json!({"from": "d.py:f0", "to": "d.py:f299", "max_depth": 8, "limit": 5}),
+    );
     assert_eq!(v["chains"].as_array().unwrap().len(), 5);
     assert_eq!(v["chains"][0].as_array().unwrap().len(), 1, "the direct call first");
     assert_eq!(v["truncated"], true);
     // 40x40: the walk is whole (1,600 edges) but the simple paths to an unreachable
     // target are 39^7: the search stops at 100,000 partial chains.
-    let v = tool_json(dir.path(), "call_chain", serde_json::json!({"from": "e.py:g0", "to": "e.py:lonely", "max_depth": 8}));
+    let v = tool_json(
+        dir.path(),
+        "call_chain",
+        serde_json::json!({"from": "e.py:g0", "to": "e.py:lonely", "max_depth": 8}),
+    );
     assert_eq!(v["chains"].as_array().unwrap().len(), 0);
     assert_eq!(v["truncated"], true);
     let note = v["note"].as_str().unwrap();

@@ -30,7 +30,13 @@ fn query_runs_read_only_datalog_with_params() {
     let dir = indexed_shop();
     let o = run(
         dir.path(),
-        &["query", "?[caller] := *calls:by_callee{callee: $id, caller}", "--param", "id=core/pricing.py:round_money", "--json"],
+        &[
+            "query",
+            "?[caller] := *calls:by_callee{callee: $id, caller}",
+            "--param",
+            "id=core/pricing.py:round_money",
+            "--json",
+        ],
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -81,7 +87,13 @@ fn graph_commands_answer_with_ids_and_suggest_on_misses() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let edges: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let at = |d: i64| -> Vec<String> {
-        edges.as_array().unwrap().iter().filter(|e| e["depth"] == d).map(|e| e["caller"].as_str().unwrap().to_string()).collect()
+        edges
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["depth"] == d)
+            .map(|e| e["caller"].as_str().unwrap().to_string())
+            .collect()
     };
     assert!(at(1).contains(&"core/pricing.py:format_price".to_string()));
     assert!(at(2).contains(&"cli.py:main".to_string()));
@@ -95,7 +107,11 @@ fn graph_commands_answer_with_ids_and_suggest_on_misses() {
     let o = run(dir.path(), &["graph", "class", "SeasonalDiscount", "--json"]);
     let c: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(c["ancestors"][0], "core/pricing.py:PercentOff");
-    assert!(c["overrides"].as_array().unwrap().iter().any(|o| o[0] == "core/promotions/seasonal.py:SeasonalDiscount.__init__"));
+    assert!(c["overrides"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|o| o[0] == "core/promotions/seasonal.py:SeasonalDiscount.__init__"));
 
     let o = run(dir.path(), &["graph", "imports", "core/models.py", "--json"]);
     let i: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();

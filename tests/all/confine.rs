@@ -21,20 +21,11 @@ fn bin() -> Command {
 }
 
 fn run_in(dir: &Path, args: &[&str]) -> Output {
-    bin()
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run reproagent")
+    bin().args(args).current_dir(dir).stdin(Stdio::null()).output().expect("run reproagent")
 }
 
 fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
 fn write(root: &Path, rel: &str, body: &str) {
@@ -44,11 +35,7 @@ fn write(root: &Path, rel: &str, body: &str) {
 }
 
 fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(f)
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
 }
 
 /// A repository and, beside it (outside), a directory of secrets.
@@ -66,16 +53,8 @@ fn evil() -> Evil {
         std::fs::create_dir_all(&repo).unwrap();
         &repo
     });
-    write(
-        &outside,
-        "secret.py",
-        "def leaked_secret_fn():\n    return \"TOPSECRETWORD root:x:0:0\"\n",
-    );
-    Evil {
-        _tmp: tmp,
-        repo,
-        outside,
-    }
+    write(&outside, "secret.py", "def leaked_secret_fn():\n    return \"TOPSECRETWORD root:x:0:0\"\n");
+    Evil { _tmp: tmp, repo, outside }
 }
 
 // ------------------------------------------------------------------ High 1: symlinks out
@@ -88,50 +67,18 @@ fn index_skips_symlinks_out_and_search_and_find_entity_never_show_their_content(
     // A symlink that stays inside is still followed.
     std::os::unix::fs::symlink("good.py", e.repo.join("alias.py")).unwrap();
     let s = index::run(&Options::new(&e.repo)).expect("index");
-    let reason = |p: &str| {
-        s.skipped
-            .iter()
-            .find(|k| k.path == p)
-            .map(|k| k.reason.clone())
-            .unwrap_or_default()
-    };
-    assert!(
-        reason("passwd.py").contains("symlink out of the repository"),
-        "{:?}",
-        s.skipped
-    );
-    assert!(
-        reason("outdir").contains("symlink out of the repository"),
-        "{:?}",
-        s.skipped
-    );
-    let store =
-        reproagent::store::open(&reproagent::store::db_path(&e.repo.canonicalize().unwrap()))
-            .unwrap();
+    let reason = |p: &str| s.skipped.iter().find(|k| k.path == p).map(|k| k.reason.clone()).unwrap_or_default();
+    assert!(reason("passwd.py").contains("symlink out of the repository"), "{:?}", s.skipped);
+    assert!(reason("outdir").contains("symlink out of the repository"), "{:?}", s.skipped);
+    let store = reproagent::store::open(&reproagent::store::db_path(&e.repo.canonicalize().unwrap())).unwrap();
     let files = store.export("file").unwrap();
-    let paths: Vec<String> = files
-        .rows
-        .iter()
-        .map(|r| r[0].get_str().unwrap().to_string())
-        .collect();
+    let paths: Vec<String> = files.rows.iter().map(|r| r[0].get_str().unwrap().to_string()).collect();
     assert!(paths.contains(&"alias.py".to_string()), "{paths:?}");
-    assert!(
-        !paths
-            .iter()
-            .any(|p| p.starts_with("passwd") || p.starts_with("outdir")),
-        "{paths:?}"
-    );
+    assert!(!paths.iter().any(|p| p.starts_with("passwd") || p.starts_with("outdir")), "{paths:?}");
 
     let o = run_in(&e.repo, &["search", "TOPSECRETWORD"]);
-    assert!(
-        !text(&o).contains("root:x:0:0") && !text(&o).contains("leaked_secret_fn"),
-        "{}",
-        text(&o)
-    );
-    let o = run_in(
-        &e.repo,
-        &["tool", "find_entity", r#"{"name":"leaked_secret_fn"}"#],
-    );
+    assert!(!text(&o).contains("root:x:0:0") && !text(&o).contains("leaked_secret_fn"), "{}", text(&o));
+    let o = run_in(&e.repo, &["tool", "find_entity", r#"{"name":"leaked_secret_fn"}"#]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!(v["entities"], serde_json::json!([]), "{v}");
 }
@@ -139,18 +86,10 @@ fn index_skips_symlinks_out_and_search_and_find_entity_never_show_their_content(
 #[test]
 fn a_search_snippet_is_not_read_through_a_symlink_swapped_in_after_index() {
     let e = evil();
-    write(
-        &e.repo,
-        "swap.py",
-        "def snippetword_fn():\n    return 'snippetword here'\n",
-    );
+    write(&e.repo, "swap.py", "def snippetword_fn():\n    return 'snippetword here'\n");
     index::run(&Options::new(&e.repo)).expect("index");
     std::fs::remove_file(e.repo.join("swap.py")).unwrap();
-    write(
-        &e.outside,
-        "swap.py",
-        "def snippetword_fn():\n    return 'snippetword SECRET_LINE'\n",
-    );
+    write(&e.outside, "swap.py", "def snippetword_fn():\n    return 'snippetword SECRET_LINE'\n");
     std::os::unix::fs::symlink(e.outside.join("swap.py"), e.repo.join("swap.py")).unwrap();
     let o = run_in(&e.repo, &["search", "snippetword", "--json"]);
     assert!(!text(&o).contains("SECRET_LINE"), "{}", text(&o));
@@ -166,17 +105,8 @@ fn a_fifo_is_refused_by_type_by_read_file_grep_and_index_without_blocking() {
     // SAFETY: mkfifo on a path we own.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
     let s = index::run(&Options::new(&e.repo)).expect("index");
-    assert!(
-        s.skipped
-            .iter()
-            .any(|k| k.path == "pipe.py" && k.reason.contains("FIFO")),
-        "{:?}",
-        s.skipped
-    );
-    for (tool, args) in [
-        ("read_file", r#"{"path":"pipe.py"}"#),
-        ("grep", r#"{"pattern":"def"}"#),
-    ] {
+    assert!(s.skipped.iter().any(|k| k.path == "pipe.py" && k.reason.contains("FIFO")), "{:?}", s.skipped);
+    for (tool, args) in [("read_file", r#"{"path":"pipe.py"}"#), ("grep", r#"{"pattern":"def"}"#)] {
         let mut child = bin()
             .args(["tool", tool, args])
             .current_dir(&e.repo)
@@ -194,11 +124,7 @@ fn a_fifo_is_refused_by_type_by_read_file_grep_and_index_without_blocking() {
         }
         let o = child.wait_with_output().unwrap();
         if tool == "read_file" {
-            assert!(
-                !o.status.success() && text(&o).contains("FIFO, not a regular file"),
-                "{}",
-                text(&o)
-            );
+            assert!(!o.status.success() && text(&o).contains("FIFO, not a regular file"), "{}", text(&o));
         } else {
             assert!(o.status.success(), "{}", text(&o));
         }
@@ -208,17 +134,9 @@ fn a_fifo_is_refused_by_type_by_read_file_grep_and_index_without_blocking() {
 #[test]
 fn dot_git_is_not_readable_through_the_tools() {
     let e = evil();
-    write(
-        &e.repo,
-        ".git/config",
-        "[remote \"origin\"]\n\turl = https://token@example.invalid/x\n",
-    );
+    write(&e.repo, ".git/config", "[remote \"origin\"]\n\turl = https://token@example.invalid/x\n");
     let o = run_in(&e.repo, &["tool", "read_file", r#"{"path":".git/config"}"#]);
-    assert!(
-        !o.status.success() && text(&o).contains("never read") && !text(&o).contains("token@"),
-        "{}",
-        text(&o)
-    );
+    assert!(!o.status.success() && text(&o).contains("never read") && !text(&o).contains("token@"), "{}", text(&o));
 }
 
 // ------------------------------------------------------------------ Medium 3: writes
@@ -227,19 +145,14 @@ fn dot_git_is_not_readable_through_the_tools() {
 fn sandbox_writes_and_write_never_follow_a_symlink_out() {
     let e = evil();
     std::os::unix::fs::symlink(&e.outside, e.repo.join("tests")).unwrap();
-    std::os::unix::fs::symlink(e.outside.join("created.py"), e.repo.join("dangling_out.py"))
-        .unwrap();
+    std::os::unix::fs::symlink(e.outside.join("created.py"), e.repo.join("dangling_out.py")).unwrap();
     let sb = LocalSandbox::open(SandboxConfig::new(&e.repo, "unused")).expect("open");
     block_on(async {
-        let r = sb
-            .write_file("tests/test_repro.py", b"def test_x(): pass\n")
-            .await;
+        let r = sb.write_file("tests/test_repro.py", b"def test_x(): pass\n").await;
         assert!(r.is_err(), "the write followed tests -> outside");
         let r = sb.write_file("dangling_out.py", b"x = 1\n").await;
         assert!(r.is_err(), "the write followed a dangling symlink");
-        sb.write_file("newdir/test_ok.py", b"x = 1\n")
-            .await
-            .expect("a plain write inside the copy");
+        sb.write_file("newdir/test_ok.py", b"x = 1\n").await.expect("a plain write inside the copy");
         sb.close().await.unwrap();
     });
     assert!(!e.outside.join("test_repro.py").exists() && !e.outside.join("created.py").exists());
@@ -260,28 +173,9 @@ fn sandbox_writes_and_write_never_follow_a_symlink_out() {
 fn a_local_sandboxed_command_cannot_write_the_users_tree_through_proc_ppid_cwd() {
     let e = evil();
     let code = include_str!("../../fixtures/evil/escape_proc_cwd.txt");
-    let o = run_in(
-        &e.repo,
-        &[
-            "sandbox",
-            "exec",
-            "--sandbox",
-            "local",
-            "--",
-            "python3",
-            "-c",
-            code,
-        ],
-    );
-    assert!(
-        !e.repo.join("PWNED").exists(),
-        "the sandboxed command wrote into the user's tree"
-    );
-    assert!(
-        !o.status.success() && text(&o).contains("Read-only file system"),
-        "{}",
-        text(&o)
-    );
+    let o = run_in(&e.repo, &["sandbox", "exec", "--sandbox", "local", "--", "python3", "-c", code]);
+    assert!(!e.repo.join("PWNED").exists(), "the sandboxed command wrote into the user's tree");
+    assert!(!o.status.success() && text(&o).contains("Read-only file system"), "{}", text(&o));
     assert!(!e.repo.join("in_copy.txt").exists());
 }
 
@@ -290,25 +184,10 @@ fn a_local_sandboxed_command_cannot_connect_to_the_docker_socket_but_has_loopbac
     let e = evil();
     // Only a connect is tried: nothing is ever sent to the engine.
     let code = include_str!("../../fixtures/evil/docker_socket_probe.txt");
-    let o = run_in(
-        &e.repo,
-        &[
-            "sandbox",
-            "exec",
-            "--sandbox",
-            "local",
-            "--",
-            "python3",
-            "-c",
-            code,
-        ],
-    );
+    let o = run_in(&e.repo, &["sandbox", "exec", "--sandbox", "local", "--", "python3", "-c", code]);
     let t = text(&o);
     assert!(o.status.success(), "{t}");
-    assert!(
-        !t.contains("CONNECTED"),
-        "the Docker socket answered inside the sandbox: {t}"
-    );
+    assert!(!t.contains("CONNECTED"), "the Docker socket answered inside the sandbox: {t}");
     assert!(t.contains("loopback ok"), "{t}");
     if Path::new("/var/run/docker.sock").exists() {
         assert!(t.contains("refused /var/run/docker.sock"), "{t}");
@@ -344,10 +223,7 @@ fn sigterm_of_serve_removes_its_local_copy() {
         .unwrap();
     let start = Instant::now();
     while local_sandboxes_of(child.id()).is_empty() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "serve never opened its sandbox"
-        );
+        assert!(start.elapsed() < Duration::from_secs(30), "serve never opened its sandbox");
         std::thread::sleep(Duration::from_millis(50));
     }
     let dirs = local_sandboxes_of(child.id());
@@ -362,10 +238,8 @@ fn sigterm_of_serve_removes_its_local_copy() {
 fn containers_owned_by(pid: u32) -> Vec<String> {
     block_on(async {
         let d = sandbox::docker::connect().await.expect("docker");
-        let filters = std::collections::HashMap::from([(
-            "label".to_string(),
-            vec![sandbox::CONTAINER_LABEL.to_string()],
-        )]);
+        let filters =
+            std::collections::HashMap::from([("label".to_string(), vec![sandbox::CONTAINER_LABEL.to_string()])]);
         let opts = bollard::query_parameters::ListContainersOptions {
             all: true,
             filters: Some(filters),
@@ -377,10 +251,7 @@ fn containers_owned_by(pid: u32) -> Vec<String> {
             .expect("list")
             .into_iter()
             .filter(|c| {
-                c.labels
-                    .as_ref()
-                    .and_then(|l| l.get(owner::OWNER_LABEL))
-                    .is_some_and(|s| s.starts_with(&prefix))
+                c.labels.as_ref().and_then(|l| l.get(owner::OWNER_LABEL)).is_some_and(|s| s.starts_with(&prefix))
             })
             .filter_map(|c| c.id)
             .collect()
@@ -398,23 +269,14 @@ fn sigterm_removes_the_container(args: &[&str], repo: &Path) {
         .unwrap();
     let start = Instant::now();
     while containers_owned_by(child.id()).is_empty() {
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "{args:?} exited before its container appeared"
-        );
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "{args:?} never made its container"
-        );
+        assert!(child.try_wait().unwrap().is_none(), "{args:?} exited before its container appeared");
+        assert!(start.elapsed() < Duration::from_secs(60), "{args:?} never made its container");
         std::thread::sleep(Duration::from_millis(200));
     }
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     assert_eq!(wait_exit(&mut child, 30), Some(143), "{args:?}");
-    assert!(
-        containers_owned_by(child.id()).is_empty(),
-        "{args:?} left its container"
-    );
+    assert!(containers_owned_by(child.id()).is_empty(), "{args:?} left its container");
 }
 
 #[test]
@@ -425,17 +287,7 @@ fn sigterm_of_sandbox_exec_and_serve_removes_their_docker_container() {
     let _engine = ENGINE.blocking_read();
     let e = evil();
     sigterm_removes_the_container(
-        &[
-            "sandbox",
-            "exec",
-            "--sandbox",
-            "docker",
-            "--image",
-            IMAGE,
-            "--",
-            "sleep",
-            "120",
-        ],
+        &["sandbox", "exec", "--sandbox", "docker", "--image", IMAGE, "--", "sleep", "120"],
         &e.repo,
     );
     sigterm_removes_the_container(&["serve", "--sandbox", "docker", "--image", IMAGE], &e.repo);
@@ -448,16 +300,7 @@ fn sandbox_clean_removes_a_killed_runs_copy_and_what_runs_in_it_and_spares_a_liv
     let tmp = tempfile::tempdir().unwrap();
     let mut child = bin()
         .env("TMPDIR", tmp.path())
-        .args([
-            "sandbox",
-            "exec",
-            "--sandbox",
-            "local",
-            "--",
-            "sh",
-            "-c",
-            "sleep 120 & echo $! > pid; wait",
-        ])
+        .args(["sandbox", "exec", "--sandbox", "local", "--", "sh", "-c", "sleep 120 & echo $! > pid; wait"])
         .current_dir(&repo.repo)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -465,22 +308,12 @@ fn sandbox_clean_removes_a_killed_runs_copy_and_what_runs_in_it_and_spares_a_liv
         .unwrap();
     let pid_file = wait_for_sandbox_file_in(tmp.path(), child.id(), "repo/pid", 30);
     let dead_dir = pid_file.parent().unwrap().parent().unwrap().to_path_buf();
-    let sleeper: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let sleeper: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
     child.kill().unwrap(); // SIGKILL: no cleanup of its own
     child.wait().unwrap();
-    assert!(
-        dead_dir.exists(),
-        "kill -9 leaves the copy (the case `sandbox clean` is for)"
-    );
+    assert!(dead_dir.exists(), "kill -9 leaves the copy (the case `sandbox clean` is for)");
     // A live run's copy: owned by this test process.
-    let live = tempfile::Builder::new()
-        .prefix(owner::LOCAL_PREFIX)
-        .tempdir_in(tmp.path())
-        .unwrap();
+    let live = tempfile::Builder::new().prefix(owner::LOCAL_PREFIX).tempdir_in(tmp.path()).unwrap();
     std::fs::write(live.path().join(owner::OWNER_FILE), owner::this_process()).unwrap();
     // One made by an older reproagent (no owner file): it may be in use, so it stays.
     let legacy = tmp.path().join(format!("{}legacy", owner::LOCAL_PREFIX));
@@ -492,14 +325,9 @@ fn sandbox_clean_removes_a_killed_runs_copy_and_what_runs_in_it_and_spares_a_liv
     assert!(!dead_dir.exists());
     assert!(live.path().exists(), "a live run's copy was removed");
     assert!(legacy.exists(), "a copy without an owner file was removed");
-    let alive = std::fs::read_to_string(format!("/proc/{sleeper}/status")).is_ok_and(|s| {
-        !s.lines()
-            .any(|l| l.starts_with("State:") && l.contains('Z'))
-    });
-    assert!(
-        !alive,
-        "the killed run's background process {sleeper} still runs"
-    );
+    let alive = std::fs::read_to_string(format!("/proc/{sleeper}/status"))
+        .is_ok_and(|s| !s.lines().any(|l| l.starts_with("State:") && l.contains('Z')));
+    assert!(!alive, "the killed run's background process {sleeper} still runs");
 }
 
 // ------------------------------------------------------------------ Medium 8: a damaged graph.db
@@ -521,26 +349,14 @@ fn a_truncated_graph_db_is_reported_by_readers_and_rebuilt_by_plain_index() {
     drop(f);
     let o = run_in(&e.repo, &["query", "?[p] := *file{path: p}"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(
-        text(&o).contains("damaged") && text(&o).contains("run `reproagent index`"),
-        "{}",
-        text(&o)
-    );
+    assert!(text(&o).contains("damaged") && text(&o).contains("run `reproagent index`"), "{}", text(&o));
     let o = run_in(&e.repo, &["tool", "find_entity", r#"{"name":"f1"}"#]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("damaged"), "{}", text(&o));
     let o = run_in(&e.repo, &["index", "."]);
-    assert!(
-        o.status.success() && text(&o).contains("rebuilt from scratch"),
-        "{}",
-        text(&o)
-    );
+    assert!(o.status.success() && text(&o).contains("rebuilt from scratch"), "{}", text(&o));
     let o = run_in(&e.repo, &["tool", "find_entity", r#"{"name":"f1"}"#]);
-    assert!(
-        o.status.success() && text(&o).contains("pkg/m1.py:f1"),
-        "{}",
-        text(&o)
-    );
+    assert!(o.status.success() && text(&o).contains("pkg/m1.py:f1"), "{}", text(&o));
 }
 
 // ------------------------------------------------------------------ Low
@@ -550,18 +366,10 @@ fn a_second_index_run_waits_for_the_first_and_names_it() {
     let e = evil();
     let root = e.repo.canonicalize().unwrap();
     let lock = index::IndexLock::take(&root).expect("lock");
-    let mut child = bin()
-        .args(["index", "."])
-        .current_dir(&e.repo)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child =
+        bin().args(["index", "."]).current_dir(&e.repo).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     std::thread::sleep(Duration::from_millis(1500));
-    assert!(
-        child.try_wait().unwrap().is_none(),
-        "index ran while another held the lock"
-    );
+    assert!(child.try_wait().unwrap().is_none(), "index ran while another held the lock");
     drop(lock);
     let o = child.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", text(&o));
@@ -600,10 +408,7 @@ fn a_dead_runs_temp_graph_is_removed_and_a_live_ones_kept() {
     let mut opts = Options::new(&e.repo);
     opts.full = true;
     index::run(&opts).expect("index --full");
-    assert!(
-        !dir.join("graph.db.tmp-4194304").exists(),
-        "a dead run's temp file was kept"
-    );
+    assert!(!dir.join("graph.db.tmp-4194304").exists(), "a dead run's temp file was kept");
     // Another live process's temp file is its own.
     let other = Command::new("sleep").arg("30").spawn().unwrap();
     let other_tmp = dir.join(format!("graph.db.tmp-{}", other.id()));
@@ -622,13 +427,7 @@ fn a_non_utf8_file_name_is_skipped_with_a_reason_and_does_not_make_the_index_sta
     let name = std::ffi::OsStr::from_bytes(b"bad\xff.py");
     std::fs::write(e.repo.join(name), "def weird():\n    pass\n").unwrap();
     let s = index::run(&Options::new(&e.repo)).expect("index");
-    assert!(
-        s.skipped
-            .iter()
-            .any(|k| k.reason.contains("not UTF-8") && k.path.starts_with("bad")),
-        "{:?}",
-        s.skipped
-    );
+    assert!(s.skipped.iter().any(|k| k.reason.contains("not UTF-8") && k.path.starts_with("bad")), "{:?}", s.skipped);
     let o = run_in(&e.repo, &["tool", "find_entity", r#"{"name":"weird"}"#]);
     assert!(!text(&o).contains("stale"), "{}", text(&o));
 }
@@ -636,53 +435,22 @@ fn a_non_utf8_file_name_is_skipped_with_a_reason_and_does_not_make_the_index_sta
 #[test]
 fn limits_of_zero_or_unbounded_are_refused() {
     let e = evil();
-    let o = run_in(
-        &e.repo,
-        &[
-            "sandbox",
-            "exec",
-            "--sandbox",
-            "local",
-            "--memory-mb",
-            "0",
-            "--",
-            "true",
-        ],
-    );
+    let o = run_in(&e.repo, &["sandbox", "exec", "--sandbox", "local", "--memory-mb", "0", "--", "true"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("--memory-mb"), "{}", text(&o));
-    let o = run_in(
-        &e.repo,
-        &[
-            "sandbox",
-            "exec",
-            "--sandbox",
-            "local",
-            "--timeout",
-            "18446744073709551615",
-            "--",
-            "true",
-        ],
-    );
+    let o =
+        run_in(&e.repo, &["sandbox", "exec", "--sandbox", "local", "--timeout", "18446744073709551615", "--", "true"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let mut config = SandboxConfig::new(&e.repo, "unused");
     config.limits.memory_bytes = 0;
-    assert!(
-        LocalSandbox::open(config).is_err(),
-        "a 0 memory limit was accepted"
-    );
+    assert!(LocalSandbox::open(config).is_err(), "a 0 memory limit was accepted");
     let sb = LocalSandbox::open(SandboxConfig::new(&e.repo, "unused")).expect("open");
     block_on(async {
         for t in [0, u64::MAX] {
-            let args = sandbox::tools::RunCommandArgs {
-                command: "true".into(),
-                cwd: None,
-                timeout_secs: t,
-            };
+            let args = sandbox::tools::RunCommandArgs { command: "true".into(), cwd: None, timeout_secs: t };
             let r = sandbox::tools::run_command(&sb, &args).await;
             assert!(
-                r.as_ref()
-                    .is_err_and(|e| e.to_string().contains("out of range")),
+                r.as_ref().is_err_and(|e| e.to_string().contains("out of range")),
                 "timeout {t}: {:?}",
                 r.map(|o| o.exit_code)
             );
@@ -697,7 +465,14 @@ fn manifests_read_for_the_image_tag_and_the_framework_never_come_through_a_symli
     let before = reproagent::sandbox::image::tag_for(&e.repo, "base");
     write(&e.outside, "requirements.txt", "secret-package==1\n");
     std::os::unix::fs::symlink(e.outside.join("requirements.txt"), e.repo.join("requirements.txt")).unwrap();
-    assert_eq!(reproagent::sandbox::image::tag_for(&e.repo, "base"), before, "a manifest outside the repository was read");
+    assert_eq!(
+        reproagent::sandbox::image::tag_for(&e.repo, "base"),
+        before,
+        "a manifest outside the repository was read"
+    );
     assert!(confine::read_text(&e.repo, "requirements.txt").is_none());
-    assert_eq!(confine::read_text(&e.repo, "good.py").as_deref(), std::fs::read_to_string(e.repo.join("good.py")).ok().as_deref());
+    assert_eq!(
+        confine::read_text(&e.repo, "good.py").as_deref(),
+        std::fs::read_to_string(e.repo.join("good.py")).ok().as_deref()
+    );
 }

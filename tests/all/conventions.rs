@@ -63,7 +63,12 @@ fn django_tests_of_the_suspect_code_are_the_convention() {
     assert_eq!(c.test_dir, "tests/utils_tests");
     assert_eq!(c.example_path.as_deref(), Some("tests/utils_tests/test_text.py"));
     assert!(c.example.as_deref().unwrap().contains("class TestUtilsText(SimpleTestCase)"));
-    assert!(c.command.contains("cd tests && PYTHONPATH=..") && c.command.contains("runtests.py --settings=test_sqlite --parallel 1"), "{}", c.command);
+    assert!(
+        c.command.contains("cd tests && PYTHONPATH=..")
+            && c.command.contains("runtests.py --settings=test_sqlite --parallel 1"),
+        "{}",
+        c.command
+    );
     assert!(c.command.ends_with("'utils_tests.test_reproduce.ReproduceTests.test_name'"), "{}", c.command);
     assert!(c.text().contains("SimpleTestCase"), "{}", c.text());
     assert!(c.text().contains("no `settings.configure()`"), "{}", c.text());
@@ -72,7 +77,11 @@ fn django_tests_of_the_suspect_code_are_the_convention() {
     let c = conventions(root, &["django/utils/html.py".to_string()]);
     assert_eq!(c.test_module.as_deref(), Some("tests/utils_tests/test_html.py"));
     assert_eq!(c.test_dir, "tests/utils_tests");
-    assert_eq!(c.example_path.as_deref(), Some("tests/utils_tests/test_text.py"), "the example comes from the same directory");
+    assert_eq!(
+        c.example_path.as_deref(),
+        Some("tests/utils_tests/test_text.py"),
+        "the example comes from the same directory"
+    );
 
     // The admin's tests.py holds no test: never the example, whatever the suspect.
     let c = conventions(root, &["django/contrib/admin/tests.py".to_string(), "django/utils/text.py".to_string()]);
@@ -91,8 +100,14 @@ fn sympy_and_pytest_shaped_trees_place_tests_beside_the_suspects_tests() {
         ("symp/core/function.py", "class Function:\n    def diff(self):\n        return 0\n"),
         ("symp/core/basic.py", "def walk():\n    return 1\n"),
         ("symp/core/tests/__init__.py", ""),
-        ("symp/core/tests/test_function.py", "from symp.core.function import Function\n\n\ndef test_diff():\n    assert Function().diff() == 0\n"),
-        ("symp/sets/tests/test_sets.py", "def test_a():\n    assert 1\n\n\ndef test_b():\n    assert 1\n\n\ndef test_c():\n    assert 1\n"),
+        (
+            "symp/core/tests/test_function.py",
+            "from symp.core.function import Function\n\n\ndef test_diff():\n    assert Function().diff() == 0\n",
+        ),
+        (
+            "symp/sets/tests/test_sets.py",
+            "def test_a():\n    assert 1\n\n\ndef test_b():\n    assert 1\n\n\ndef test_c():\n    assert 1\n",
+        ),
     ]);
     let c = conventions(dir.path(), &["symp/core/function.py".to_string()]);
     assert_eq!(c.framework, "pytest");
@@ -119,7 +134,12 @@ fn sympy_and_pytest_shaped_trees_place_tests_beside_the_suspects_tests() {
     let c = conventions(dir.path(), &["src/_pytest/skipping.py".to_string()]);
     assert_eq!(c.test_module.as_deref(), Some("testing/test_skipping.py"));
     assert_eq!(c.test_dir, "testing");
-    assert!(c.command.contains("PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} python3 -m pytest -p no:cacheprovider -p pytester"), "{}", c.command);
+    assert!(
+        c.command
+            .contains("PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} python3 -m pytest -p no:cacheprovider -p pytester"),
+        "{}",
+        c.command
+    );
     assert!(c.command.contains("version = \"7.10.0\""), "the latest release names the version: {}", c.command);
     assert!(c.command.ends_with("'testing/test_reproduce.py::test_name'"), "{}", c.command);
     assert!(c.text().contains("`pytester` fixture"), "{}", c.text());
@@ -131,7 +151,10 @@ fn a_javascript_suspect_gets_the_test_module_mirroring_it() {
         ("package.json", "{\"name\": \"x\", \"scripts\": {\"test\": \"node --test\"}}\n"),
         ("lib/x.js", "export function x(a) { return a + 1; }\n"),
         ("lib/y.js", "export function y(a) { return a * 2; }\n"),
-        ("test/y.test.js", "import test from 'node:test';\nimport { y } from '../lib/y.js';\ntest('y', () => { y(1); });\n"),
+        (
+            "test/y.test.js",
+            "import test from 'node:test';\nimport { y } from '../lib/y.js';\ntest('y', () => { y(1); });\n",
+        ),
     ]);
     let c = conventions(dir.path(), &["lib/x.js".to_string()]);
     assert_eq!(c.framework, "node-test");
@@ -139,12 +162,24 @@ fn a_javascript_suspect_gets_the_test_module_mirroring_it() {
     assert_eq!(c.example_path.as_deref(), Some("test/y.test.js"));
 }
 
-fn run_file(root: &Path, file: &str, code: &str, framework: &str, command: Option<&str>) -> reproagent::sandbox::runners::TestResult {
+fn run_file(
+    root: &Path,
+    file: &str,
+    code: &str,
+    framework: &str,
+    command: Option<&str>,
+) -> reproagent::sandbox::runners::TestResult {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let sb = sandbox::open(Choice::Local, SandboxConfig::new(root, "none")).await.unwrap().sandbox;
         sb.write_file(file, code.as_bytes()).await.unwrap();
-        let args = RunTestArgs { file: file.into(), test: None, framework: Some(framework.into()), command: command.map(str::to_string), timeout_secs: 120 };
+        let args = RunTestArgs {
+            file: file.into(),
+            test: None,
+            framework: Some(framework.into()),
+            command: command.map(str::to_string),
+            timeout_secs: 120,
+        };
         let r = run_test(sb.as_ref(), root, &args).await.unwrap();
         sb.close().await.unwrap();
         r
@@ -177,8 +212,7 @@ fn a_generated_test_collects_nothing_but_itself() {
         "# add subtracts\n\n`calc.ops.add` returns the difference:\n\n```python\nfrom calc import *\nassert add(1, 2) == 3\n```\n",
     )
     .unwrap();
-    let o = keyfree::run(&keyfree_request(dir.path(), &issue, &std::fs::read_to_string(&issue).unwrap()))
-    .unwrap();
+    let o = keyfree::run(&keyfree_request(dir.path(), &issue, &std::fs::read_to_string(&issue).unwrap())).unwrap();
     assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
     let path = o.test_path.clone().unwrap();
     assert_eq!(path, "tests/test_reproduce_42.py");
@@ -235,7 +269,13 @@ fn django_tree() -> tempfile::TempDir {
     for dep in ["asgiref", "sqlparse"] {
         copy_into_dir(&cache.join("deps").join(dep), &root.join(dep));
     }
-    for f in ["tests/runtests.py", "tests/test_sqlite.py", "tests/urls.py", "tests/utils_tests/__init__.py", "tests/utils_tests/test_text.py"] {
+    for f in [
+        "tests/runtests.py",
+        "tests/test_sqlite.py",
+        "tests/urls.py",
+        "tests/utils_tests/__init__.py",
+        "tests/utils_tests/test_text.py",
+    ] {
         std::fs::create_dir_all(root.join(f).parent().unwrap()).unwrap();
         std::fs::copy(src.join(f), root.join(f)).unwrap();
     }
@@ -267,7 +307,10 @@ fn a_key_free_test_runs_through_djangos_runtests_by_label() {
          ValueError: Not a string literal: ''\n```\n",
     )
     .unwrap();
-    let o = keyfree::run(&keyfree::Request { timeout_secs: 300, ..keyfree_request(root, &issue, &std::fs::read_to_string(&issue).unwrap()) })
+    let o = keyfree::run(&keyfree::Request {
+        timeout_secs: 300,
+        ..keyfree_request(root, &issue, &std::fs::read_to_string(&issue).unwrap())
+    })
     .unwrap();
     let run_dir = Path::new(&o.run_dir);
     let generation = std::fs::read_to_string(run_dir.join("generation.json")).unwrap_or_default();
@@ -280,7 +323,10 @@ fn a_key_free_test_runs_through_djangos_runtests_by_label() {
     assert!(!code.contains("settings.configure(") && !code.contains("django.setup()"), "{code}");
     let command = o.command.clone().unwrap();
     assert!(command.contains("runtests.py --settings=test_sqlite --parallel 1"), "{command}");
-    assert!(command.ends_with("'utils_tests.test_reproduce_33900.Reproduce33900Tests.test_unescape_string_literal_raises'"), "{command}");
+    assert!(
+        command.ends_with("'utils_tests.test_reproduce_33900.Reproduce33900Tests.test_unescape_string_literal_raises'"),
+        "{command}"
+    );
     // runtests.py ran it, alone (one test), by label.
     assert!(generation.contains("Ran 1 test"), "{generation}");
 

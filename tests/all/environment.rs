@@ -32,7 +32,12 @@ struct Envs {
 
 fn run(cmd: &mut Command) {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(out.status.success(), "{cmd:?}: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn write(path: &Path, text: &str) {
@@ -41,7 +46,11 @@ fn write(path: &Path, text: &str) {
 }
 
 fn pyproject(name: &str, src_layout: bool) -> String {
-    let find = if src_layout { "[tool.setuptools.packages.find]\nwhere = [\"src\"]\n".to_string() } else { format!("[tool.setuptools]\npackages = [\"{name}\"]\n") };
+    let find = if src_layout {
+        "[tool.setuptools.packages.find]\nwhere = [\"src\"]\n".to_string()
+    } else {
+        format!("[tool.setuptools]\npackages = [\"{name}\"]\n")
+    };
     format!("[build-system]\nrequires = [\"setuptools>=64\"]\nbuild-backend = \"setuptools.build_meta\"\n\n[project]\nname = \"{name}\"\nversion = \"0.1\"\n\n{find}")
 }
 
@@ -49,7 +58,12 @@ fn envs() -> &'static Envs {
     static ENVS: OnceLock<Envs> = OnceLock::new();
     ENVS.get_or_init(|| {
         let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("reproagent-env-tests-v1");
-        let e = Envs { full: root.join("full"), bare: root.join("bare"), flat: root.join("flat"), src: root.join("srcproj") };
+        let e = Envs {
+            full: root.join("full"),
+            bare: root.join("bare"),
+            flat: root.join("flat"),
+            src: root.join("srcproj"),
+        };
         if root.join("ready").exists() {
             return e;
         }
@@ -64,7 +78,8 @@ fn envs() -> &'static Envs {
             .arg(&e.flat)
             .arg("-e")
             .arg(&e.src));
-        let pyenv = std::env::var("HOME").map(PathBuf::from).unwrap_or_default().join(".pyenv/versions/3.11.7/bin/python3");
+        let pyenv =
+            std::env::var("HOME").map(PathBuf::from).unwrap_or_default().join(".pyenv/versions/3.11.7/bin/python3");
         let py = if pyenv.exists() { pyenv } else { PathBuf::from("/usr/bin/python3") };
         run(Command::new(py).args(["-m", "venv", "--without-pip"]).arg(&e.bare));
         std::fs::write(root.join("ready"), "").expect("ready");
@@ -85,8 +100,10 @@ fn host_origin(venv: &Path, module: &str) -> String {
 }
 
 fn local(repo: &Path, python: &Path) -> LocalSandbox {
-    let environment = env::resolve(repo, &EnvOptions { python: Some(python.to_path_buf()), ..EnvOptions::default() }).expect("resolve");
-    LocalSandbox::open(SandboxConfig::new(repo, "unused").with_env(Some(Arc::new(environment)), &EnvOptions::default())).expect("open")
+    let environment = env::resolve(repo, &EnvOptions { python: Some(python.to_path_buf()), ..EnvOptions::default() })
+        .expect("resolve");
+    LocalSandbox::open(SandboxConfig::new(repo, "unused").with_env(Some(Arc::new(environment)), &EnvOptions::default()))
+        .expect("open")
 }
 
 async fn sh(sb: &dyn Sandbox, cwd: Option<&str>, line: &str) -> String {
@@ -114,7 +131,13 @@ async fn editable_installs_import_the_copy() {
             full = e.full.display().to_string()
         );
         sb.write_file("tests/test_where.py", test.as_bytes()).await.expect("write");
-        let args = RunTestArgs { file: "tests/test_where.py".into(), test: None, framework: None, command: None, timeout_secs: 120 };
+        let args = RunTestArgs {
+            file: "tests/test_where.py".into(),
+            test: None,
+            framework: None,
+            command: None,
+            timeout_secs: 120,
+        };
         let r = tools::run_test(&sb, tree, &args).await.expect("run_test");
         assert_eq!((r.status, r.framework), (TestStatus::Passed, Framework::Pytest), "{pkg}: {r:#?}");
         // From a subdirectory (the copy's root is not the working directory).
@@ -122,10 +145,14 @@ async fn editable_installs_import_the_copy() {
         assert!(origin.starts_with(&copy), "{pkg} from tests/: {origin}");
         // Nothing on sys.path, and no editable finder mapping, points into the user's tree.
         let probe = "import sys, json; m = [v for n, mod in sys.modules.items() if n.startswith('__editable__') for v in getattr(mod, 'MAPPING', {}).values()]; print(json.dumps([p for p in sys.path + m]))";
-        let paths: Vec<String> = serde_json::from_str(&sh(&sb, Some("tests"), &format!("python3 -c \"{probe}\"")).await).expect("json");
+        let paths: Vec<String> =
+            serde_json::from_str(&sh(&sb, Some("tests"), &format!("python3 -c \"{probe}\"")).await).expect("json");
         assert!(paths.iter().all(|p| !p.starts_with(tree.to_str().expect("utf-8"))), "{pkg}: {paths:?}");
         if pkg == "flatpkg" {
-            assert!(paths.iter().any(|p| p == &format!("{copy}/flatpkg")), "the finder's mapping is moved to the copy: {paths:?}");
+            assert!(
+                paths.iter().any(|p| p == &format!("{copy}/flatpkg")),
+                "the finder's mapping is moved to the copy: {paths:?}"
+            );
         }
         sb.close().await.expect("close");
     }
@@ -146,7 +173,13 @@ async fn no_pytest_falls_back_to_unittest() {
         bare = e.bare.display().to_string()
     );
     sb.write_file("tests/test_calc.py", test.as_bytes()).await.expect("write");
-    let args = RunTestArgs { file: "tests/test_calc.py".into(), test: None, framework: Some("pytest".into()), command: None, timeout_secs: 120 };
+    let args = RunTestArgs {
+        file: "tests/test_calc.py".into(),
+        test: None,
+        framework: Some("pytest".into()),
+        command: None,
+        timeout_secs: 120,
+    };
     let r = tools::run_test(&sb, repo.path(), &args).await.expect("run_test");
     assert_eq!(r.framework, Framework::Unittest, "{r:#?}");
     assert_eq!((r.status, r.passed, r.failed), (TestStatus::Failed, 1, 1), "{r:#?}");
@@ -171,7 +204,8 @@ fn prefix_in_sandbox(repo: &Path, extra: &[&str], envs: &[(&str, &str)]) -> (Str
     args.extend_from_slice(extra);
     args.extend_from_slice(&["--", "sh", "-c", "python3 -c 'import sys; print(sys.prefix)'; ls -a"]);
     let out = reproagent(&args, envs);
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
     assert!(out.status.success(), "{stdout}\n{stderr}");
     (stdout, stderr)
 }
@@ -210,9 +244,27 @@ fn python_flag_virtual_env_and_dot_venv() {
     std::fs::rename(repo.path().join(".venv"), repo.path().join("pyenv-x")).expect("mv");
     write(&repo.path().join("reproagent.toml"), "[sandbox]\npython = \"pyenv-x\"\n");
     let (out, err) = prefix_in_sandbox(repo.path(), &[], &[("VIRTUAL_ENV", bare)]);
-    assert_eq!(out.lines().next(), Some(repo.path().canonicalize().expect("canon").join("pyenv-x").to_str().expect("utf-8")), "{out}\n{err}");
+    assert_eq!(
+        out.lines().next(),
+        Some(repo.path().canonicalize().expect("canon").join("pyenv-x").to_str().expect("utf-8")),
+        "{out}\n{err}"
+    );
     // A bad --python: one line, with the hint, before anything runs.
-    let out = reproagent(&["sandbox", "exec", "--sandbox", "local", "--repo", repo.path().to_str().expect("utf-8"), "--python", "/no/such/python", "--", "true"], &[]);
+    let out = reproagent(
+        &[
+            "sandbox",
+            "exec",
+            "--sandbox",
+            "local",
+            "--repo",
+            repo.path().to_str().expect("utf-8"),
+            "--python",
+            "/no/such/python",
+            "--",
+            "true",
+        ],
+        &[],
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
@@ -225,14 +277,17 @@ fn python_flag_virtual_env_and_dot_venv() {
 fn resolve_probes_the_interpreter() {
     let e = envs();
     let repo = tempfile::tempdir().expect("tmp");
-    let r = env::resolve(repo.path(), &EnvOptions { python: Some(e.full.clone()), ..EnvOptions::default() }).expect("resolve");
+    let r = env::resolve(repo.path(), &EnvOptions { python: Some(e.full.clone()), ..EnvOptions::default() })
+        .expect("resolve");
     assert_eq!((r.python.source, r.python.kind, r.python.pytest), (PythonSource::Flag, PythonKind::Venv, Some(true)));
     assert!(r.python.version.as_deref().is_some_and(|v| v.starts_with("3.")), "{:?}", r.python);
     let not_python = repo.path().join("fake");
     write(&not_python, "#!/bin/sh\necho hello\n");
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&not_python, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let err = env::resolve(repo.path(), &EnvOptions { python: Some(not_python), ..EnvOptions::default() }).expect_err("an error").to_string();
+    let err = env::resolve(repo.path(), &EnvOptions { python: Some(not_python), ..EnvOptions::default() })
+        .expect_err("an error")
+        .to_string();
     assert!(err.contains("not a working Python interpreter"), "{err}");
 }
 
@@ -248,7 +303,10 @@ async fn docker_workdir_and_activate() {
     let _engine = crate::sandbox::ENGINE.read().await;
     let repo = tempfile::tempdir().expect("tmp");
     let image_files = "RUN mkdir -p /testbed /opt/act && echo 'export MARKER=activated' > /opt/act/activate && echo from-image > /testbed/image_only.txt && echo old > /testbed/m.py";
-    write(&repo.path().join("Dockerfile"), &format!("FROM {}\n# {}\n{image_files}\n", crate::sandbox::IMAGE, std::process::id()));
+    write(
+        &repo.path().join("Dockerfile"),
+        &format!("FROM {}\n# {}\n{image_files}\n", crate::sandbox::IMAGE, std::process::id()),
+    );
     write(&repo.path().join("m.py"), "x = 'ours'\n");
     let repo_s = repo.path().to_str().expect("utf-8");
     let out = reproagent(&["sandbox", "prepare", "--json", repo_s], &[]);
@@ -258,14 +316,47 @@ async fn docker_workdir_and_activate() {
     assert_eq!(p["steps"][0]["step"]["because"], "Dockerfile", "{p}");
     assert_eq!(p["base_image"], crate::sandbox::IMAGE, "{p}");
     let line = "echo $MARKER; pwd; cat image_only.txt; python3 -c 'import m; print(m.x)'";
-    let args = ["sandbox", "exec", "--sandbox", "docker", "--repo", repo_s, "--image", &tag, "--workdir", "/testbed", "--activate", ". /opt/act/activate", "--", "sh", "-c", line];
+    let args = [
+        "sandbox",
+        "exec",
+        "--sandbox",
+        "docker",
+        "--repo",
+        repo_s,
+        "--image",
+        &tag,
+        "--workdir",
+        "/testbed",
+        "--activate",
+        ". /opt/act/activate",
+        "--",
+        "sh",
+        "-c",
+        line,
+    ];
     let out = reproagent(&args, &[]);
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert_eq!(stdout.lines().collect::<Vec<_>>(), ["activated", "/testbed", "from-image", "ours"], "{stderr}");
     assert!(stderr.contains("repository over /testbed") && stderr.contains("after `. /opt/act/activate`"), "{stderr}");
     // A failing activation step stops the command, and says so.
-    let args = ["sandbox", "exec", "--sandbox", "docker", "--repo", repo_s, "--image", &tag, "--workdir", "/testbed", "--activate", "false", "--", "echo", "ran"];
+    let args = [
+        "sandbox",
+        "exec",
+        "--sandbox",
+        "docker",
+        "--repo",
+        repo_s,
+        "--image",
+        &tag,
+        "--workdir",
+        "/testbed",
+        "--activate",
+        "false",
+        "--",
+        "echo",
+        "ran",
+    ];
     let out = reproagent(&args, &[]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("the activation step failed"), "{out:?}");
@@ -290,11 +381,16 @@ fn bench_case_python() {
     let e = envs();
     let suite = tempfile::tempdir().expect("tmp");
     let from = crate::common::fixture("bench/py-median-even");
-    for (id, python) in [("with-pytest", format!("{}/bin/python", e.full.display())), ("without-pytest", e.bare.display().to_string()), ("bad", "/no/such/venv".into())] {
+    for (id, python) in [
+        ("with-pytest", format!("{}/bin/python", e.full.display())),
+        ("without-pytest", e.bare.display().to_string()),
+        ("bad", "/no/such/venv".into()),
+    ] {
         let dir = suite.path().join(id);
         std::fs::create_dir_all(&dir).expect("mkdir");
         crate::common::copy_into(&from, &dir);
-        let mut case: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("case.json")).expect("read")).expect("json");
+        let mut case: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("case.json")).expect("read")).expect("json");
         case["id"] = id.into();
         case["tests"]["python"] = python.into();
         std::fs::write(dir.join("case.json"), serde_json::to_string(&case).expect("json")).expect("write");
@@ -304,7 +400,12 @@ fn bench_case_python() {
         suite: suite.path().to_path_buf(),
         out: out.path().to_path_buf(),
         jobs: 1,
-        scorer: Scorer { sandbox: reproagent::sandbox::Choice::Local, image: None, timeout_secs: 120, env: EnvOptions::default() },
+        scorer: Scorer {
+            sandbox: reproagent::sandbox::Choice::Local,
+            image: None,
+            timeout_secs: 120,
+            env: EnvOptions::default(),
+        },
         verify: false,
         only: Vec::new(),
         model: ModelSource::None,
@@ -323,8 +424,18 @@ fn bench_case_python() {
     assert!(why.contains("pytest is not installed in") && why.contains("pip install pytest"), "{why}");
     let bad = get("bad");
     assert_eq!(bad.status, CaseStatus::Invalid, "{bad:#?}");
-    assert!(bad.reason.as_deref().unwrap_or("").contains("the case's tests.python /no/such/venv: no such file or directory"), "{bad:#?}");
-    assert!(record.environment.as_deref().unwrap_or("").starts_with("python: a case's tests.python"), "{:?}", record.environment);
+    assert!(
+        bad.reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("the case's tests.python /no/such/venv: no such file or directory"),
+        "{bad:#?}"
+    );
+    assert!(
+        record.environment.as_deref().unwrap_or("").starts_with("python: a case's tests.python"),
+        "{:?}",
+        record.environment
+    );
 }
 
 /// Without pytest, a pytest-style file (module-level test functions) still runs: each
@@ -337,7 +448,13 @@ async fn no_pytest_runs_test_functions_with_unittest() {
     let sb = local(repo.path(), &e.bare);
     let test = "from calc import mean\n\n\ndef test_mean_of_pair():\n    assert mean([1, 2]) == 1.5\n\n\ndef test_mean_of_one():\n    assert mean([4]) == 4\n\n\ndef test_needs_a_fixture(tmp_path):\n    pass\n";
     sb.write_file("tests/test_calc.py", test.as_bytes()).await.expect("write");
-    let args = RunTestArgs { file: "tests/test_calc.py".into(), test: None, framework: None, command: None, timeout_secs: 120 };
+    let args = RunTestArgs {
+        file: "tests/test_calc.py".into(),
+        test: None,
+        framework: None,
+        command: None,
+        timeout_secs: 120,
+    };
     let r = tools::run_test(&sb, repo.path(), &args).await.expect("run_test");
     assert_eq!((r.framework, r.status, r.passed, r.failed), (Framework::Unittest, TestStatus::Failed, 1, 1), "{r:#?}");
     assert_eq!(r.failures[0].name, "tests.test_calc.test_mean_of_pair", "{r:#?}");
@@ -348,7 +465,9 @@ async fn no_pytest_runs_test_functions_with_unittest() {
     let one = RunTestArgs { test: Some("test_mean_of_one".into()), ..args.clone() };
     let r = tools::run_test(&sb, repo.path(), &one).await.expect("run_test");
     assert_eq!((r.status, r.passed, r.failed), (TestStatus::Passed, 1, 0), "{r:#?}");
-    sb.write_file("tests/test_broken.py", b"import no_such_module\n\n\ndef test_x():\n    pass\n").await.expect("write");
+    sb.write_file("tests/test_broken.py", b"import no_such_module\n\n\ndef test_x():\n    pass\n")
+        .await
+        .expect("write");
     let broken = RunTestArgs { file: "tests/test_broken.py".into(), ..args };
     let r = tools::run_test(&sb, repo.path(), &broken).await.expect("run_test");
     assert_eq!(r.status, TestStatus::Errored, "{r:#?}");

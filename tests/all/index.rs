@@ -37,7 +37,9 @@ fn incremental_update_equals_a_fresh_index() {
     let before = dump_all(root);
 
     // Edit: a new call in an existing function (changes edges of other files too).
-    edit(root, "shop/core/pricing.py", |s| s.replace("def round_money(", "def extra_helper():\n    return round_money(1)\n\n\ndef round_money("));
+    edit(root, "shop/core/pricing.py", |s| {
+        s.replace("def round_money(", "def extra_helper():\n    return round_money(1)\n\n\ndef round_money(")
+    });
     // Add a file that calls into the repo and defines a name others fall back to.
     std::fs::write(root.join("shop/core/audit.py"), "from .pricing import round_money\n\n\ndef audit(x):\n    return round_money(x)\n\n\nclass Ledger:\n    def describe(self):\n        return audit(1)\n").unwrap();
     // Delete a file others import from.
@@ -64,7 +66,10 @@ fn incremental_update_equals_a_fresh_index() {
     let full = dump_all(fresh.path());
     let missing: Vec<_> = full.difference(&incremental).take(20).collect();
     let extra: Vec<_> = incremental.difference(&full).take(20).collect();
-    assert!(missing.is_empty() && extra.is_empty(), "incremental differs from full\nmissing: {missing:#?}\nextra: {extra:#?}");
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "incremental differs from full\nmissing: {missing:#?}\nextra: {extra:#?}"
+    );
 
     // Nothing changed: nothing parsed, nothing written.
     let third = index_with(root, 2, false);
@@ -99,7 +104,8 @@ fn bad_input_is_reported_and_skipped() {
             std::fs::create_dir(&to).unwrap();
             for inner in std::fs::read_dir(e.path()).unwrap() {
                 let inner = inner.unwrap();
-                std::os::unix::fs::symlink(std::fs::read_link(inner.path()).unwrap(), to.join(inner.file_name())).unwrap();
+                std::os::unix::fs::symlink(std::fs::read_link(inner.path()).unwrap(), to.join(inner.file_name()))
+                    .unwrap();
             }
         } else {
             std::fs::copy(e.path(), &to).unwrap();
@@ -126,7 +132,11 @@ fn bad_input_is_reported_and_skipped() {
     opts.limits = Limits { max_bytes: 2 * 1024 * 1024, max_parse_time: Duration::from_millis(1), ..Limits::default() };
     let s = index::run(&opts).unwrap();
     let reason = |path: &str| -> String {
-        s.skipped.iter().find(|k| k.path == path).map(|k| k.reason.clone()).unwrap_or_else(|| panic!("{path} not reported: {:#?}", s.skipped))
+        s.skipped
+            .iter()
+            .find(|k| k.path == path)
+            .map(|k| k.reason.clone())
+            .unwrap_or_else(|| panic!("{path} not reported: {:#?}", s.skipped))
     };
     assert!(reason("generated_huge.py").starts_with("too large"));
     assert!(reason("slow.py").starts_with("parse time budget exceeded"));
@@ -167,7 +177,8 @@ fn set_meta(root: &Path, key: &str, value: &str) {
     let mut p = std::collections::BTreeMap::new();
     p.insert("k".to_string(), cozo::DataValue::from(key));
     p.insert("v".to_string(), cozo::DataValue::from(value));
-    db.run_script("?[key, value] <- [[$k, $v]] :put index_meta {key => value}", p, cozo::ScriptMutability::Mutable).unwrap();
+    db.run_script("?[key, value] <- [[$k, $v]] :put index_meta {key => value}", p, cozo::ScriptMutability::Mutable)
+        .unwrap();
 }
 
 #[test]
@@ -224,7 +235,8 @@ fn an_interrupted_index_leaves_the_previous_one_usable() {
         std::fs::create_dir_all(&pkg).unwrap();
         std::fs::write(pkg.join("__init__.py"), "").unwrap();
         for f in 0..40 {
-            let body: String = (0..60).map(|i| format!("def f{i}(x):\n    return seed() + f{}(x)\n\n", (i + 1) % 60)).collect();
+            let body: String =
+                (0..60).map(|i| format!("def f{i}(x):\n    return seed() + f{}(x)\n\n", (i + 1) % 60)).collect();
             std::fs::write(pkg.join(format!("m{f}.py")), format!("from seed import seed\n\n{body}")).unwrap();
         }
     }
@@ -265,8 +277,15 @@ fn check_incremental(root: &Path, step: &str) {
     let full = dump_all(fresh.path());
     let missing: Vec<_> = full.difference(&incremental).take(10).collect();
     let extra: Vec<_> = incremental.difference(&full).take(10).collect();
-    assert!(missing.is_empty() && extra.is_empty(), "{step}: incremental differs from full\nmissing: {missing:#?}\nextra: {extra:#?}");
-    assert_eq!((s.entities, s.edges, &s.edges_by_how), (f.entities, f.edges, &f.edges_by_how), "{step}: the summary's counts");
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "{step}: incremental differs from full\nmissing: {missing:#?}\nextra: {extra:#?}"
+    );
+    assert_eq!(
+        (s.entities, s.edges, &s.edges_by_how),
+        (f.entities, f.edges, &f.edges_by_how),
+        "{step}: the summary's counts"
+    );
 }
 
 /// One change at a time, each aimed at a way resolution reaches into other files (a
@@ -285,15 +304,24 @@ fn incremental_equals_full_after_each_single_edit() {
         std::fs::write(p, text).unwrap();
     };
     w("app/__init__.py", "");
-    w("app/base.py", "class Base:\n    def ping(self):\n        return 1\n\n\nclass Other:\n    def pong(self):\n        return 2\n");
+    w(
+        "app/base.py",
+        "class Base:\n    def ping(self):\n        return 1\n\n\nclass Other:\n    def pong(self):\n        return 2\n",
+    );
     w("app/mid.py", "from .base import Base, Other\n\n\nclass Mid(Base):\n    pass\n");
-    w("app/leaf.py", "from .mid import Mid\n\n\nclass Leaf(Mid):\n    def run(self):\n        return self.ping() + self.pong()\n");
+    w(
+        "app/leaf.py",
+        "from .mid import Mid\n\n\nclass Leaf(Mid):\n    def run(self):\n        return self.ping() + self.pong()\n",
+    );
     w("app/core.py", "def helper():\n    return 3\n\n\ndef compute():\n    return helper()\n");
     w("app/reexport.py", "from .core import helper as assist\n");
     w("app/user.py", "from .reexport import assist\nfrom .shared import thing\n\n\ndef use():\n    thing.ping()\n    return assist()\n");
     w("app/shared.py", "from .base import Base\n\nthing = Base()\n");
     w("app/loose.py", "def stray():\n    return lonely()\n");
-    w("app/grand.py", "from .leaf import Leaf\n\n\nclass Grand(Leaf):\n    def go(self):\n        return self.pong()\n");
+    w(
+        "app/grand.py",
+        "from .leaf import Leaf\n\n\nclass Grand(Leaf):\n    def go(self):\n        return self.pong()\n",
+    );
     w("app/alias2.py", "from .core import compute as calc\n");
     w("app/user2.py", "from .alias2 import calc\n\n\ndef use2():\n    return calc()\n");
     w("app/maker.py", "from .base import Base, Other\n\n\nclass Maker(Base):\n    def make(self):\n        return 1\n");
@@ -313,21 +341,29 @@ fn incremental_equals_full_after_each_single_edit() {
     check_incremental(root, "a class gains a method a grandchild's self-call could reach");
     edit(root, "app/mid.py", |s| s.replace("class Mid(Base):", "class Mid(Other):"));
     check_incremental(root, "a class changes its base under a grandchild");
-    edit(root, "app/core.py", |s| s.replace("def helper():", "def helper_renamed():").replace("return helper()", "return helper_renamed()"));
+    edit(root, "app/core.py", |s| {
+        s.replace("def helper():", "def helper_renamed():").replace("return helper()", "return helper_renamed()")
+    });
     check_incremental(root, "a re-exported function is renamed under its alias");
-    edit(root, "app/base.py", |s| s.replace("    def ping(self):\n        return 1\n", "    def pinged(self):\n        return 1\n"));
+    edit(root, "app/base.py", |s| {
+        s.replace("    def ping(self):\n        return 1\n", "    def pinged(self):\n        return 1\n")
+    });
     check_incremental(root, "a module-level variable's class loses the method called on it");
     w("app/lonely.py", "def lonely():\n    return 0\n");
     check_incremental(root, "a new candidate for the bare-name fallback");
     std::fs::remove_file(root.join("app/lonely.py")).unwrap();
     check_incremental(root, "the candidate goes away");
-    edit(root, "app/core.py", |s| s.replace("def compute():\n    return helper_renamed()", "def compute():\n    return 3"));
+    edit(root, "app/core.py", |s| {
+        s.replace("def compute():\n    return helper_renamed()", "def compute():\n    return 3")
+    });
     check_incremental(root, "a test's callee stops calling on");
     edit(root, "app/core.py", |s| s.replace("def compute():", "def compute_all():"));
     check_incremental(root, "a function renamed under an alias another file imports");
     edit(root, "app/maker.py", |s| s.replace("class Maker(Base):", "class Maker(Other):"));
     check_incremental(root, "a class a module-level variable holds changes its base");
-    edit(root, "app/maker.py", |s| s.replace("class Maker(Other):", "class Maker(Base):\n    def pong(self):\n        return 5\n"));
+    edit(root, "app/maker.py", |s| {
+        s.replace("class Maker(Other):", "class Maker(Base):\n    def pong(self):\n        return 5\n")
+    });
     check_incremental(root, "that class gains the method called on the variable");
 
     // Every fixture file: rename its first definition, then shift its lines.

@@ -44,7 +44,10 @@ fn start(sandbox: &str, extra: &str) -> Run {
     let file = issue.path().join("sleepy.md");
     std::fs::write(&file, sleepy_issue(extra)).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_reproagent"));
-    cmd.args(["reproduce", "--model", "none", "--json", "--sandbox", sandbox, "--issue"]).arg(&file).arg("-C").arg(repo.path());
+    cmd.args(["reproduce", "--model", "none", "--json", "--sandbox", sandbox, "--issue"])
+        .arg(&file)
+        .arg("-C")
+        .arg(repo.path());
     if sandbox == "docker" {
         cmd.args(["--image", IMAGE]);
     }
@@ -109,7 +112,9 @@ fn containers_of(pid: u32) -> Vec<String> {
             .await
             .expect("list")
             .into_iter()
-            .filter(|c| c.labels.as_ref().and_then(|l| l.get(dk::SESSION_LABEL)).is_some_and(|s| s.starts_with(&prefix)))
+            .filter(|c| {
+                c.labels.as_ref().and_then(|l| l.get(dk::SESSION_LABEL)).is_some_and(|s| s.starts_with(&prefix))
+            })
             .filter_map(|c| c.id)
             .collect()
     })
@@ -164,7 +169,8 @@ fn ctrl_c_during_a_docker_run_removes_the_container_and_records_the_interrupt() 
 #[test]
 fn ctrl_c_during_a_local_run_kills_the_group_and_removes_the_copy() {
     // The test cannot write outside its copy: it leaves its probe in the copy's root.
-    let extra = "import os\nopen(\"probe\", \"w\").write(str(os.getpid()) + \" \" + os.getcwd() + \"\\n\")\n".to_string();
+    let extra =
+        "import os\nopen(\"probe\", \"w\").write(str(os.getpid()) + \" \" + os.getcwd() + \"\\n\")\n".to_string();
     let mut run = start("local", &extra);
     let probe_file = wait_for_sandbox_file(run.child.id(), "repo/probe", 60);
     let text = std::fs::read_to_string(&probe_file).unwrap();
@@ -176,7 +182,8 @@ fn ctrl_c_during_a_local_run_kills_the_group_and_removes_the_copy() {
     unsafe { libc::kill(run.child.id() as i32, libc::SIGINT) };
     let (code, err) = finish(&mut run, 10);
     assert_eq!(code, Some(130), "{err}");
-    let alive = std::fs::read_to_string(format!("/proc/{test_pid}/status")).is_ok_and(|s| !s.lines().any(|l| l.starts_with("State:") && l.contains('Z')));
+    let alive = std::fs::read_to_string(format!("/proc/{test_pid}/status"))
+        .is_ok_and(|s| !s.lines().any(|l| l.starts_with("State:") && l.contains('Z')));
     assert!(!alive, "the sleeping test {test_pid} survived Ctrl-C");
     assert!(!cwd.exists(), "the sandbox copy {} was left behind", cwd.display());
     let dir = run_dir(run.repo.path()).expect("run dir");
@@ -197,7 +204,9 @@ fn a_container_removed_mid_run_ends_in_an_error_that_names_the_sandbox() {
     let id = wait_for_test_in_container(&run);
     block_on(async {
         let d = dk::connect().await.expect("docker");
-        d.remove_container(&id, Some(RemoveContainerOptions { force: true, ..Default::default() })).await.expect("docker rm -f");
+        d.remove_container(&id, Some(RemoveContainerOptions { force: true, ..Default::default() }))
+            .await
+            .expect("docker rm -f");
     });
     let (code, err) = finish(&mut run, 30);
     let mut out = String::new();
@@ -222,10 +231,20 @@ fn start_pipeline(sandbox: &str, script: Vec<Reply>) -> (Run, ScriptedServer) {
     index_with(repo.path(), 2, false);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_reproagent"));
     cmd.env_remove("OPENAI_API_KEY").env_remove("OPENAI_BASE_URL").env_remove("REPROAGENT_MODEL");
-    cmd.args(["reproduce", "--model", "test-model", "--base-url", &server.base_url(), "--json", "--sandbox", sandbox, "--issue"])
-        .arg(fixture("bugs/py-slug/issue.md"))
-        .arg("-C")
-        .arg(repo.path());
+    cmd.args([
+        "reproduce",
+        "--model",
+        "test-model",
+        "--base-url",
+        &server.base_url(),
+        "--json",
+        "--sandbox",
+        sandbox,
+        "--issue",
+    ])
+    .arg(fixture("bugs/py-slug/issue.md"))
+    .arg("-C")
+    .arg(repo.path());
     if sandbox == "docker" {
         cmd.args(["--image", IMAGE]);
     }
@@ -303,7 +322,9 @@ fn a_container_removed_mid_pipeline_run_ends_in_an_error_that_names_the_sandbox(
     let id = wait_for_test_in_container(&run);
     block_on(async {
         let d = dk::connect().await.expect("docker");
-        d.remove_container(&id, Some(RemoveContainerOptions { force: true, ..Default::default() })).await.expect("docker rm -f");
+        d.remove_container(&id, Some(RemoveContainerOptions { force: true, ..Default::default() }))
+            .await
+            .expect("docker rm -f");
     });
     let (code, err) = finish(&mut run, 30);
     assert_eq!(code, Some(1), "{err}");
@@ -312,7 +333,10 @@ fn a_container_removed_mid_pipeline_run_ends_in_an_error_that_names_the_sandbox(
     let o = read_json(&dir, "outcome.json");
     assert_eq!(o["status"], "error", "{o}");
     let reason = o["reason"].as_str().unwrap();
-    assert!(reason.starts_with("generation stage") && reason.contains("sandbox container") && reason.contains(&id[..12]), "{reason}");
+    assert!(
+        reason.starts_with("generation stage") && reason.contains("sandbox container") && reason.contains(&id[..12]),
+        "{reason}"
+    );
     // The run stopped there: no model call after the sandbox broke.
     assert_eq!(server.requests().len(), 4);
     assert!(containers_of(pid).is_empty(), "a container of the run is left");
@@ -329,7 +353,20 @@ fn ctrl_c_during_bench_run_kills_the_command_and_deletes_the_tree() {
     let out = tempfile::tempdir().unwrap();
     let command = format!("sleep 60 & echo $! $(pwd) > {}; wait", file.display());
     let child = Command::new(env!("CARGO_BIN_EXE_reproagent"))
-        .args(["bench", "run", "--adapter", "command", "--command", &command, "--no-verify", "--sandbox", "local", "--case", "py-median-even", "--suite"])
+        .args([
+            "bench",
+            "run",
+            "--adapter",
+            "command",
+            "--command",
+            &command,
+            "--no-verify",
+            "--sandbox",
+            "local",
+            "--case",
+            "py-median-even",
+            "--suite",
+        ])
         .arg(fixture("bench"))
         .arg("--out")
         .arg(out.path())
@@ -348,7 +385,8 @@ fn ctrl_c_during_bench_run_kills_the_command_and_deletes_the_tree() {
     let mut run = Run { child, repo: tempfile::tempdir().unwrap(), _issue: probe };
     let (code, err) = finish(&mut run, 10);
     assert_eq!(code, Some(130), "{err}");
-    let alive = std::fs::read_to_string(format!("/proc/{sleep_pid}/status")).is_ok_and(|s| !s.lines().any(|l| l.starts_with("State:") && l.contains('Z')));
+    let alive = std::fs::read_to_string(format!("/proc/{sleep_pid}/status"))
+        .is_ok_and(|s| !s.lines().any(|l| l.starts_with("State:") && l.contains('Z')));
     assert!(!alive, "the reproducer's sleep {sleep_pid} survived Ctrl-C");
     assert!(!cwd.exists(), "the case tree {} was left behind", cwd.display());
 }

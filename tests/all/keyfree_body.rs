@@ -27,8 +27,7 @@ fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
 
 fn keyfree_run(root: &Path, issue: &str) -> Outcome {
     index_with(root, 2, false);
-    keyfree::run(&keyfree_request(root, &root.join("issue-42.md"), issue))
-    .unwrap()
+    keyfree::run(&keyfree_request(root, &root.join("issue-42.md"), issue)).unwrap()
 }
 
 /// Reproduced on the buggy tree, and the same test passes on the fixed one.
@@ -95,7 +94,8 @@ const TEXTKIT_FIXED: &str = "def tidy(s):\n    return '-'.join(w for w in s.repl
 #[test]
 fn the_value_the_prose_calls_wrong_becomes_the_assertion() {
     let issue = "tidy keeps separators at the ends\n\n```python\nfrom textkit import tidy\ntidy('_ab cd_')\n```\n\nI would expect `'ab-cd'` here, but instead I get `'-ab-cd-'`.\n";
-    let o = reproduced_and_fixed(&[("textkit/__init__.py", TEXTKIT_BUGGY)], ("textkit/__init__.py", TEXTKIT_FIXED), issue);
+    let o =
+        reproduced_and_fixed(&[("textkit/__init__.py", TEXTKIT_BUGGY)], ("textkit/__init__.py", TEXTKIT_FIXED), issue);
     assert!(o.failure.unwrap().starts_with("AssertionError"));
 }
 
@@ -156,12 +156,25 @@ fn frames_of_installed_copies_map_onto_the_repository_and_path_words_stay_out() 
     ] {
         let issue = format!("quote fails for an unknown kind\n\nTraceback (most recent call last):\n  File \"/home/bo/venv/lib/python3.12/site-packages/shop/core/pricing.py\", line 7, in quote\n    return rate(kind) * n\n  File \"{path}\", line 3, in rate\n    return table[kind]\nKeyError: 'zero'\n");
         let loc = localize::localize(&graph, Some(&search), &issue, 10).unwrap();
-        assert_eq!(loc.files[0].file, "shop/core/pricing.py", "{path}: {:?}", loc.files.iter().map(|f| &f.file).collect::<Vec<_>>());
+        assert_eq!(
+            loc.files[0].file,
+            "shop/core/pricing.py",
+            "{path}: {:?}",
+            loc.files.iter().map(|f| &f.file).collect::<Vec<_>>()
+        );
         assert_eq!(loc.entities[0].entity.as_deref(), Some("shop/core/pricing.py:rate"));
         // The words of the paths (site, packages, venv, lib, python) are no evidence: the
         // class made of them only matches `return`, below everything else.
-        assert!(loc.entities.iter().take(5).all(|e| !e.entity.as_deref().unwrap_or("").contains("Packages")), "{:?}", loc.entities);
-        assert!(loc.entities.iter().all(|e| !e.reason.contains("site") && !e.reason.contains("venv")), "{:?}", loc.entities);
+        assert!(
+            loc.entities.iter().take(5).all(|e| !e.entity.as_deref().unwrap_or("").contains("Packages")),
+            "{:?}",
+            loc.entities
+        );
+        assert!(
+            loc.entities.iter().all(|e| !e.reason.contains("site") && !e.reason.contains("venv")),
+            "{:?}",
+            loc.entities
+        );
         // The test file that matches the issue's words ranks below the code.
         let rank = |f: &str| loc.files.iter().position(|x| x.file == f);
         if let Some(t) = rank("tests/test_pricing.py") {

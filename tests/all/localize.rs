@@ -40,7 +40,13 @@ fn the_faulty_file_ranks_first_with_a_traceback_and_top_3_without() {
             _ => rank.is_some_and(|r| r <= 3),
         };
         if !ok {
-            report.push(format!("{} ({}): {} at rank {rank:?}; ranking: {:?}", c.issue, c.kind, c.faulty, loc.files.iter().map(|f| &f.file).collect::<Vec<_>>()));
+            report.push(format!(
+                "{} ({}): {} at rank {rank:?}; ranking: {:?}",
+                c.issue,
+                c.kind,
+                c.faulty,
+                loc.files.iter().map(|f| &f.file).collect::<Vec<_>>()
+            ));
         }
         assert!(loc.files.iter().all(|f| !f.reason.is_empty()), "every suspect says why");
     }

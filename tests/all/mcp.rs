@@ -111,8 +111,19 @@ fn mcp_round_trip_over_stdio() {
     let tools = list["result"]["tools"].as_array().unwrap_or_else(|| panic!("{list}"));
     let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
     for want in [
-        "ls", "find", "grep", "read_file", "find_entity", "class_structure", "callers", "callees", "call_chain",
-        "imports", "tests_for", "sequential_thinking", "search_code",
+        "ls",
+        "find",
+        "grep",
+        "read_file",
+        "find_entity",
+        "class_structure",
+        "callers",
+        "callees",
+        "call_chain",
+        "imports",
+        "tests_for",
+        "sequential_thinking",
+        "search_code",
     ] {
         assert!(names.contains(&want), "{want} missing from {names:?}");
     }
@@ -148,7 +159,10 @@ fn mcp_round_trip_over_stdio() {
 
     // The session keeps its thought record across calls.
     c.call("sequential_thinking", json!({"thought": "a", "number": 1, "total": 2, "next_needed": true}));
-    let r = c.call("sequential_thinking", json!({"thought": "b", "number": 2, "total": 2, "next_needed": false, "revises": 1}));
+    let r = c.call(
+        "sequential_thinking",
+        json!({"thought": "b", "number": 2, "total": 2, "next_needed": false, "revises": 1}),
+    );
     assert_eq!(payload(&r)["recorded"], 2, "{r}");
 
     // Still serving.
@@ -184,8 +198,12 @@ fn mcp_runtime_tools_in_a_local_sandbox() {
     let mut c = Client::spawn_with(dir.path(), &["--sandbox", "local"]);
     initialize(&mut c);
     let list = c.request("tools/list", json!({}));
-    let names: Vec<String> =
-        list["result"]["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str().map(String::from)).collect();
+    let names: Vec<String> = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(String::from))
+        .collect();
     for want in ["run_command", "run_python", "run_test", "grep"] {
         assert!(names.iter().any(|n| n == want), "{want} missing from {names:?}");
     }

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use reproagent::model::cassette::first_difference;
 use reproagent::model::config::{resolve, FileConfig, ModelOverrides};
 use reproagent::model::{
-    ApiKey, ChatModel, ChatRequest, HttpModel, Message, ModelConfig, ModelError, Price, PriceTable, Recorder,
-    Replayer, Role, Sampling, Spend, ToolSpec,
+    ApiKey, ChatModel, ChatRequest, HttpModel, Message, ModelConfig, ModelError, Price, PriceTable, Recorder, Replayer,
+    Role, Sampling, Spend, ToolSpec,
 };
 use serde_json::json;
 
@@ -301,7 +301,8 @@ fn a_missing_key_is_named_in_the_hint() {
 
 #[test]
 fn an_unknown_model_is_a_not_found_error() {
-    let server = ScriptedServer::start(vec![Reply::status_msg(404, "The model `nope` does not exist"), Reply::text("x")]);
+    let server =
+        ScriptedServer::start(vec![Reply::status_msg(404, "The model `nope` does not exist"), Reply::text("x")]);
     let mut c = config(&server);
     c.model = "nope".into();
     let err = HttpModel::new(c).chat(&hello()).unwrap_err();
@@ -320,7 +321,10 @@ fn an_unknown_model_is_a_not_found_error() {
 fn a_refused_request_is_not_retried() {
     let server = ScriptedServer::start(vec![Reply::status_msg(400, "context length exceeded"), Reply::text("x")]);
     let err = HttpModel::new(config(&server)).chat(&hello()).unwrap_err();
-    assert!(matches!(err, ModelError::Rejected { status: 400, ref message } if message == "context length exceeded"), "{err:?}");
+    assert!(
+        matches!(err, ModelError::Rejected { status: 400, ref message } if message == "context length exceeded"),
+        "{err:?}"
+    );
     assert_eq!(server.requests().len(), 1);
 }
 
@@ -344,7 +348,8 @@ fn an_unreachable_endpoint_is_a_clear_error() {
 
 #[test]
 fn a_garbage_body_is_a_bad_response_with_an_excerpt() {
-    let server = ScriptedServer::start(vec![Reply::garbage("<html><body>502 from the proxy</body></html>"), Reply::text("x")]);
+    let server =
+        ScriptedServer::start(vec![Reply::garbage("<html><body>502 from the proxy</body></html>"), Reply::text("x")]);
     let err = HttpModel::new(config(&server)).chat(&hello()).unwrap_err();
     match &err {
         ModelError::BadResponse { reason, excerpt } => {
@@ -392,7 +397,8 @@ fn cost_is_accounted_from_the_price_table() {
         Reply::text("c").usage(100, 100).model("gpt-4o-mini-2024-07-18"),
     ]);
     let mut c = config(&server);
-    c.prices = PriceTable::with_overrides(&BTreeMap::from([("test-model".to_string(), Price { input: 2.0, output: 8.0 })]));
+    c.prices =
+        PriceTable::with_overrides(&BTreeMap::from([("test-model".to_string(), Price { input: 2.0, output: 8.0 })]));
     let model = HttpModel::new(c);
     let mut spend = Spend::default();
 
@@ -442,7 +448,11 @@ fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
     pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
-fn resolve_with(explicit: &ModelOverrides, env: &HashMap<String, String>, file: &str) -> Result<ModelConfig, ModelError> {
+fn resolve_with(
+    explicit: &ModelOverrides,
+    env: &HashMap<String, String>,
+    file: &str,
+) -> Result<ModelConfig, ModelError> {
     let file = FileConfig::parse(file)?;
     resolve(explicit, &|k| env.get(k).cloned(), &file)
 }
@@ -489,7 +499,8 @@ fn config_precedence_is_flags_then_env_then_file_then_defaults() {
     assert_eq!(c.api_key, None);
 
     // Without anything, the defaults; an empty variable counts as unset.
-    let c = resolve_with(&ModelOverrides::default(), &env(&[("REPROAGENT_MODEL", ""), ("OPENAI_API_KEY", "k0")]), "").unwrap();
+    let c = resolve_with(&ModelOverrides::default(), &env(&[("REPROAGENT_MODEL", ""), ("OPENAI_API_KEY", "k0")]), "")
+        .unwrap();
     assert_eq!(c.base_url, "https://api.openai.com/v1");
     assert_eq!(c.model, "gpt-4o-mini");
     assert_eq!(c.api_key_env, "OPENAI_API_KEY");
@@ -619,10 +630,8 @@ fn record_then_replay_gives_identical_responses_with_the_server_gone() {
 fn a_mismatched_replay_fails_naming_the_call_and_the_path() {
     let dir = tempfile::tempdir().unwrap();
     let cassette = dir.path().join("run.jsonl");
-    let server = ScriptedServer::start(vec![
-        Reply::tool_call("search_code", json!({"query": "leap"})),
-        Reply::text("done"),
-    ]);
+    let server =
+        ScriptedServer::start(vec![Reply::tool_call("search_code", json!({"query": "leap"})), Reply::text("done")]);
     two_step_run(&Recorder::create(&cassette, HttpModel::new(config(&server))).unwrap(), "parse_date fails");
 
     // The first call matches; the second carries a different user message.
@@ -650,7 +659,12 @@ fn a_mismatched_replay_fails_naming_the_call_and_the_path() {
     let replayer = Replayer::open(&cassette).unwrap();
     let base = ChatRequest::new(vec![Message::system("you reproduce bugs"), Message::user("parse_date fails")]);
     let err = replayer
-        .chat(&base.clone().with_tools(vec![search_tool()]).with_sampling(Sampling { seed: Some(1), ..Sampling::default() }))
+        .chat(
+            &base
+                .clone()
+                .with_tools(vec![search_tool()])
+                .with_sampling(Sampling { seed: Some(1), ..Sampling::default() }),
+        )
         .unwrap_err();
     assert!(matches!(&err, ModelError::ReplayMismatch { index: 0, path, .. } if path == "sampling.seed"), "{err:?}");
     let err = replayer.chat(&base).unwrap_err();

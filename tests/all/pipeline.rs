@@ -79,7 +79,9 @@ pub(crate) fn write_test(code: &str) -> Reply {
 }
 
 fn aligned() -> Reply {
-    Reply::text(r#"{"aligned": true, "description": "calls the reported function with the reported input", "evidence": "the test body"}"#)
+    Reply::text(
+        r#"{"aligned": true, "description": "calls the reported function with the reported input", "evidence": "the test body"}"#,
+    )
 }
 
 const PY_TEST: &str = "from textkit.slug import slugify\n\n\ndef test_blank_title_gives_empty_slug():\n    assert slugify(\"   \") == \"\"\n";
@@ -102,7 +104,10 @@ fn messages(body: &Value) -> Vec<Value> {
 }
 
 fn tool_names(body: &Value) -> Vec<String> {
-    body["tools"].as_array().map(|ts| ts.iter().map(|t| t["function"]["name"].as_str().unwrap_or("").to_string()).collect()).unwrap_or_default()
+    body["tools"]
+        .as_array()
+        .map(|ts| ts.iter().map(|t| t["function"]["name"].as_str().unwrap_or("").to_string()).collect())
+        .unwrap_or_default()
 }
 
 /// The written test fails on the buggy tree and passes once fix.patch is applied.
@@ -124,12 +129,23 @@ fn python_bug_is_reproduced_through_four_stages_with_context_passed_on() {
     assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
     assert!(o.failure.as_deref().unwrap().contains("IndexError"), "{:?}", o.failure);
     assert_eq!(server.remaining(), 0);
-    for a in ["localization.json", "root_cause.json", "test_plan.json", "generation.json", "outcome.json", "run.json", "report.md"] {
+    for a in [
+        "localization.json",
+        "root_cause.json",
+        "test_plan.json",
+        "generation.json",
+        "outcome.json",
+        "run.json",
+        "report.md",
+    ] {
         assert!(Path::new(&o.run_dir).join(a).exists(), "{a} missing");
     }
     let generation = read_json(&o.run_dir, "generation.json");
     let reviews = generation["reviews"].as_array().unwrap();
-    assert_eq!(reviews.iter().map(|r| r["check"].as_str().unwrap()).collect::<Vec<_>>(), ["aligned", "logic", "symptom"]);
+    assert_eq!(
+        reviews.iter().map(|r| r["check"].as_str().unwrap()).collect::<Vec<_>>(),
+        ["aligned", "logic", "symptom"]
+    );
     assert!(reviews.iter().all(|r| r["passed"] == true));
     check_fails_before_passes_after("py-slug", &o, "pytest");
 
@@ -145,20 +161,36 @@ fn python_bug_is_reproduced_through_four_stages_with_context_passed_on() {
     assert!(gen.contains(&"write_test".to_string()) && gen.contains(&"run_python".to_string()), "{gen:?}");
     // The prompt carries the repository's conventions: framework and an existing test.
     let system = messages(&reqs[0].body)[0]["content"].as_str().unwrap().to_string();
-    assert!(system.contains("pytest") && system.contains("tests/test_slug.py") && system.contains("def test_initials"), "{system}");
+    assert!(
+        system.contains("pytest") && system.contains("tests/test_slug.py") && system.contains("def test_initials"),
+        "{system}"
+    );
     // The test plan and generation see the conventions of the suspect code (where its
     // tests live, how a test there runs), and the plan the one list of frameworks.
     for i in [4, 5] {
         let system = messages(&reqs[i].body)[0]["content"].as_str().unwrap().to_string();
         assert!(system.contains("tests of `textkit/slug.py` live in `tests/test_slug.py`"), "{system}");
-        assert!(system.contains("python3 -m pytest") && system.contains("'tests/test_reproduce.py::test_name'"), "{system}");
+        assert!(
+            system.contains("python3 -m pytest") && system.contains("'tests/test_reproduce.py::test_name'"),
+            "{system}"
+        );
     }
     let plan_system = messages(&reqs[4].body)[0]["content"].as_str().unwrap().to_string();
     for f in reproagent::sandbox::runners::framework_names() {
         assert!(plan_system.contains(&format!("`{f}`")), "{f} missing from the plan prompt: {plan_system}");
     }
-    let plan_tool = reqs[4].body["tools"].as_array().unwrap().iter().find(|t| t["function"]["name"] == "submit_test_plan").unwrap().clone();
-    assert_eq!(plan_tool["function"]["parameters"]["properties"]["framework"]["enum"], json!(reproagent::sandbox::runners::framework_names()), "{plan_tool}");
+    let plan_tool = reqs[4].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "submit_test_plan")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        plan_tool["function"]["parameters"]["properties"]["framework"]["enum"],
+        json!(reproagent::sandbox::runners::framework_names()),
+        "{plan_tool}"
+    );
     // The tool results went back: search_code found slugify, read_file gave its code.
     let after_read = messages(&reqs[2].body);
     let tool_msgs: Vec<&Value> = after_read.iter().filter(|m| m["role"] == "tool").collect();
@@ -182,7 +214,10 @@ fn python_bug_is_reproduced_through_four_stages_with_context_passed_on() {
     assert_eq!(run["model_calls"].as_array().unwrap().len(), 7);
     assert_eq!(run["prompt_tokens"], 70);
     let tools: Vec<&str> = run["tool_calls"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(tools, ["search_code", "read_file", "submit_localization", "submit_root_cause", "submit_test_plan", "write_test"]);
+    assert_eq!(
+        tools,
+        ["search_code", "read_file", "submit_localization", "submit_root_cause", "submit_test_plan", "write_test"]
+    );
     let stages: Vec<&str> = run["stages"].as_array().unwrap().iter().map(|s| s["stage"].as_str().unwrap()).collect();
     assert_eq!(stages, ["localization", "root_cause", "test_plan", "generation"]);
 }
@@ -212,8 +247,17 @@ fn java_bug_is_reproduced_and_the_test_passes_after_the_fix() {
     let server = ScriptedServer::start(vec![
         Reply::tool_call("find_entity", json!({"name": "parse"})),
         loc("src/main/java/com/acme/util/Percent.java", "Percent.parse", "Integer.parseInt on untrimmed digits"),
-        cause("parse hands ' 7' to Integer.parseInt without trimming", "src/main/java/com/acme/util/Percent.java", "parse"),
-        plan("junit4", "src/test/java/PercentIssueTest.java", "java.lang.NumberFormatException", Some("For input string: \" 7\"")),
+        cause(
+            "parse hands ' 7' to Integer.parseInt without trimming",
+            "src/main/java/com/acme/util/Percent.java",
+            "parse",
+        ),
+        plan(
+            "junit4",
+            "src/test/java/PercentIssueTest.java",
+            "java.lang.NumberFormatException",
+            Some("For input string: \" 7\""),
+        ),
         write_test(code),
         aligned(),
     ]);
@@ -230,9 +274,14 @@ fn a_test_that_passes_today_or_fails_wrongly_is_refined_with_the_findings() {
     let (last_two, head) = (script.split_off(5), script);
     let mut script = head;
     // A probe with a runtime tool first: it runs in the sandbox and its output comes back.
-    script.push(Reply::tool_call("run_python", json!({"code": "from textkit.slug import slugify\nprint(repr(slugify('a b')))"})));
+    script.push(Reply::tool_call(
+        "run_python",
+        json!({"code": "from textkit.slug import slugify\nprint(repr(slugify('a b')))"}),
+    ));
     // Attempt 1 passes today; attempt 2 fails with the wrong exception; attempt 3 is right.
-    script.push(write_test("from textkit.slug import slugify\n\n\ndef test_words():\n    assert slugify(\"a b\") == \"a-b\"\n"));
+    script.push(write_test(
+        "from textkit.slug import slugify\n\n\ndef test_words():\n    assert slugify(\"a b\") == \"a-b\"\n",
+    ));
     script.push(write_test("from textkit.slug import slugify\n\n\ndef test_none():\n    slugify(None)\n"));
     script.extend(last_two);
     let server = ScriptedServer::start(script);
@@ -255,7 +304,8 @@ fn a_test_that_passes_today_or_fails_wrongly_is_refined_with_the_findings() {
     assert_eq!(generation["executions"][0]["result"]["status"], "passed");
     assert_eq!(generation["executions"][1]["result"]["status"], "failed");
     assert_eq!(generation["test_code"], PY_TEST);
-    let kinds: Vec<&str> = generation["reviews"].as_array().unwrap().iter().filter_map(|r| r["finding"]["type"].as_str()).collect();
+    let kinds: Vec<&str> =
+        generation["reviews"].as_array().unwrap().iter().filter_map(|r| r["finding"]["type"].as_str()).collect();
     assert!(kinds.contains(&"passes-today") && kinds.contains(&"wrong-failure"), "{kinds:?}");
 }
 
@@ -305,12 +355,17 @@ fn malformed_calls_get_an_error_back_and_two_in_a_row_end_the_stage() {
     let o = run_on(repo.path(), "py-slug", &model_at(&server.base_url()));
     assert_eq!(o.status, Status::Error);
     assert_eq!(server.requests().len(), 2);
-    assert!(o.reason.contains("invalid artifacts 2 times in a row") && o.reason.contains("missing field"), "{}", o.reason);
+    assert!(
+        o.reason.contains("invalid artifacts 2 times in a row") && o.reason.contains("missing field"),
+        "{}",
+        o.reason
+    );
     let m = messages(&server.requests()[1].body);
     assert!(m.last().unwrap()["content"].as_str().unwrap().contains("`locations` is empty"));
 
     // Prose with neither a tool call nor an artifact, twice.
-    let server = ScriptedServer::start(vec![Reply::text("I think the bug is in slugify."), Reply::text("Still thinking.")]);
+    let server =
+        ScriptedServer::start(vec![Reply::text("I think the bug is in slugify."), Reply::text("Still thinking.")]);
     let o = run_on(repo.path(), "py-slug", &model_at(&server.base_url()));
     assert_eq!(o.status, Status::Error);
     assert!(o.reason.contains("answers without a tool call or an artifact 2 times in a row"), "{}", o.reason);
@@ -385,7 +440,10 @@ fn a_recorded_run_replays_offline_to_the_same_artifacts() {
         }
         g
     };
-    assert_eq!(strip(read_json(&recorded.run_dir, "generation.json")), strip(read_json(&replayed.run_dir, "generation.json")));
+    assert_eq!(
+        strip(read_json(&recorded.run_dir, "generation.json")),
+        strip(read_json(&replayed.run_dir, "generation.json"))
+    );
     assert_eq!(recorded.reason, replayed.reason);
     let calls = |d: &str| {
         let mut v = read_json(d, "run.json")["model_calls"].clone();
@@ -448,9 +506,32 @@ fn the_cli_runs_the_pipeline_records_a_cassette_and_replays_it_offline() {
     let base = server.base_url();
     let o = cli(
         repo.path(),
-        &["reproduce", "--issue", issue, "--model", "test-model", "--base-url", &base, "--temperature", "0.2", "--seed", "7", "--sandbox", "local", "--record", cassette_s, "--json"],
+        &[
+            "reproduce",
+            "--issue",
+            issue,
+            "--model",
+            "test-model",
+            "--base-url",
+            &base,
+            "--temperature",
+            "0.2",
+            "--seed",
+            "7",
+            "--sandbox",
+            "local",
+            "--record",
+            cassette_s,
+            "--json",
+        ],
     );
-    assert_eq!(o.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
     let first: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(first["status"], "reproduced");
     // The sampling flags reached the endpoint.
@@ -466,14 +547,48 @@ fn the_cli_runs_the_pipeline_records_a_cassette_and_replays_it_offline() {
     let short = out.path().join("short.jsonl");
     let text = std::fs::read_to_string(&cassette).unwrap();
     std::fs::write(&short, text.lines().take(4).collect::<Vec<_>>().join("\n") + "\n").unwrap();
-    let o = cli(repo.path(), &["reproduce", "--issue", issue, "--model", "test-model", "--sandbox", "local", "--replay", short.to_str().unwrap()]);
+    let o = cli(
+        repo.path(),
+        &[
+            "reproduce",
+            "--issue",
+            issue,
+            "--model",
+            "test-model",
+            "--sandbox",
+            "local",
+            "--replay",
+            short.to_str().unwrap(),
+        ],
+    );
     assert_eq!(o.status.code(), Some(1));
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(stdout.contains("error: root cause stage") && stdout.contains("not in the cassette"), "{stdout}");
 
     // Replay, with --write: the same outcome, and the test lands in the repository.
-    let o = cli(repo.path(), &["reproduce", "--issue", issue, "--model", "test-model", "--sandbox", "local", "--replay", cassette_s, "--write", "--json"]);
-    assert_eq!(o.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let o = cli(
+        repo.path(),
+        &[
+            "reproduce",
+            "--issue",
+            issue,
+            "--model",
+            "test-model",
+            "--sandbox",
+            "local",
+            "--replay",
+            cassette_s,
+            "--write",
+            "--json",
+        ],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
     let second: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(second["status"], "reproduced");
     assert_eq!(second["written"], true);

@@ -14,7 +14,12 @@ use crate::common::*;
 fn reproduce_in(root: &Path, issue: &str, choice: Choice, image: Option<&str>, write: bool) -> Outcome {
     index_with(root, 2, false);
     let text = std::fs::read_to_string(issue).unwrap_or_else(|_| issue.to_string());
-    keyfree::run(&keyfree::Request { sandbox: choice, image: image.map(str::to_string), write, ..keyfree_request(root, Path::new(issue), &text) })
+    keyfree::run(&keyfree::Request {
+        sandbox: choice,
+        image: image.map(str::to_string),
+        write,
+        ..keyfree_request(root, Path::new(issue), &text)
+    })
     .unwrap()
 }
 
@@ -24,9 +29,19 @@ pub(crate) fn run_in(root: &Path, file: &str, code: &str, framework: &str) -> Te
     rt.block_on(async {
         let sb = sandbox::open(Choice::Local, SandboxConfig::new(root, "none")).await.unwrap().sandbox;
         sb.write_file(file, code.as_bytes()).await.unwrap();
-        let r = run_test(sb.as_ref(), root, &RunTestArgs { file: file.into(), test: None, framework: Some(framework.into()), command: None, timeout_secs: 120 })
-            .await
-            .unwrap();
+        let r = run_test(
+            sb.as_ref(),
+            root,
+            &RunTestArgs {
+                file: file.into(),
+                test: None,
+                framework: Some(framework.into()),
+                command: None,
+                timeout_secs: 120,
+            },
+        )
+        .await
+        .unwrap();
         sb.close().await.unwrap();
         r.status
     })
@@ -44,10 +59,19 @@ fn fail_before_pass_after(bug: &str, expected_kind: &str, framework: &str) {
     assert_eq!(o.status, Status::Reproduced, "{bug}: {}", o.reason);
     assert!(o.failure.as_deref().unwrap().contains(expected_kind), "{bug}: {:?}", o.failure);
     let run_dir = Path::new(&o.run_dir);
-    for a in ["localization.json", "root_cause.json", "test_plan.json", "generation.json", "outcome.json", "run.json", "report.md"] {
+    for a in [
+        "localization.json",
+        "root_cause.json",
+        "test_plan.json",
+        "generation.json",
+        "outcome.json",
+        "run.json",
+        "report.md",
+    ] {
         assert!(run_dir.join(a).exists(), "{bug}: {a} missing");
     }
-    let generation: serde_json::Value = serde_json::from_slice(&std::fs::read(run_dir.join("generation.json")).unwrap()).unwrap();
+    let generation: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run_dir.join("generation.json")).unwrap()).unwrap();
     assert_eq!(generation["reviews"].as_array().unwrap().len(), 3);
     assert!(generation["reviews"].as_array().unwrap().iter().all(|r| r["passed"] == true));
     // Not written without --write: the user's tree holds no new file.
@@ -57,7 +81,11 @@ fn fail_before_pass_after(bug: &str, expected_kind: &str, framework: &str) {
     // The same test, after the fix, passes.
     let fixed = copy_tree(&fixture(&format!("bugs/{bug}/repo")));
     apply_fix(fixed.path(), &fixture(&format!("bugs/{bug}/fix.patch")));
-    assert_eq!(run_in(fixed.path(), &path, o.test_code.as_deref().unwrap(), framework), TestStatus::Passed, "{bug}: the test must pass after the fix");
+    assert_eq!(
+        run_in(fixed.path(), &path, o.test_code.as_deref().unwrap(), framework),
+        TestStatus::Passed,
+        "{bug}: the test must pass after the fix"
+    );
     // And before it, run alone, it fails.
     let buggy = copy_tree(&fixture(&format!("bugs/{bug}/repo")));
     assert_eq!(run_in(buggy.path(), &path, o.test_code.as_deref().unwrap(), framework), TestStatus::Failed);
@@ -86,7 +114,8 @@ fn java_snippet_with_stack_trace() {
 #[test]
 fn an_issue_with_nothing_to_run_is_not_reproduced_with_the_reason() {
     let repo = copy_tree(&fixture("bugs/py-symptom/repo"));
-    let o = reproduce_in(repo.path(), fixture("bugs/py-symptom/issue.md").to_str().unwrap(), Choice::Local, None, false);
+    let o =
+        reproduce_in(repo.path(), fixture("bugs/py-symptom/issue.md").to_str().unwrap(), Choice::Local, None, false);
     assert_eq!(o.status, Status::NotReproduced);
     assert!(o.reason.contains("neither runnable code nor an error"), "{}", o.reason);
     // The stages before the test still left their artifacts and the report.
@@ -103,12 +132,19 @@ fn the_docker_sandbox_reproduces_too_and_write_puts_the_test_in_place() {
     // `sandbox clean` (another test) removes every sandbox container: not while we run.
     let _engine = crate::sandbox::ENGINE.blocking_read();
     let repo = copy_tree(&fixture("bugs/py-slug/repo"));
-    let o = reproduce_in(repo.path(), fixture("bugs/py-slug/issue.md").to_str().unwrap(), Choice::Docker, Some("reproagent-test:bookworm"), true);
+    let o = reproduce_in(
+        repo.path(),
+        fixture("bugs/py-slug/issue.md").to_str().unwrap(),
+        Choice::Docker,
+        Some("reproagent-test:bookworm"),
+        true,
+    );
     assert_eq!(o.status, Status::Reproduced, "{} (is the image built? bash .ci/build-images.sh)", o.reason);
     assert!(o.written);
     let written = std::fs::read_to_string(repo.path().join(o.test_path.unwrap())).unwrap();
     assert_eq!(written, o.test_code.unwrap());
-    let run: serde_json::Value = serde_json::from_slice(&std::fs::read(Path::new(&o.run_dir).join("run.json")).unwrap()).unwrap();
+    let run: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(Path::new(&o.run_dir).join("run.json")).unwrap()).unwrap();
     assert!(run["sandbox"].as_str().unwrap().starts_with("docker"), "{run}");
     assert_eq!(run["model"], "none");
 }
@@ -166,7 +202,11 @@ fn git_status_shows_nothing_of_the_state_dir() {
     assert!(root.join(".reproagent/graph.db").exists());
     assert_eq!(status(), "", "git sees the index");
     assert_eq!(std::fs::read_to_string(root.join(".reproagent/.gitignore")).unwrap().lines().last(), Some("*"));
-    assert_eq!(std::fs::read_to_string(root.join(".gitignore")).unwrap(), "*.log\n", "the user's .gitignore was changed");
+    assert_eq!(
+        std::fs::read_to_string(root.join(".gitignore")).unwrap(),
+        "*.log\n",
+        "the user's .gitignore was changed"
+    );
 
     let o = reproduce_in(root, fixture("bugs/py-slug/issue.md").to_str().unwrap(), Choice::Local, None, false);
     assert_eq!(o.status, Status::Reproduced, "{}", o.reason);

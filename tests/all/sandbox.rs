@@ -82,16 +82,29 @@ fn snapshot(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     out
 }
 
-async fn test_file(sb: &dyn Sandbox, repo: &Path, file: &str, body: &str, framework: Option<&str>) -> reproagent::sandbox::runners::TestResult {
+async fn test_file(
+    sb: &dyn Sandbox,
+    repo: &Path,
+    file: &str,
+    body: &str,
+    framework: Option<&str>,
+) -> reproagent::sandbox::runners::TestResult {
     sb.write_file(file, body.as_bytes()).await.expect("write test");
-    let args = RunTestArgs { file: file.into(), test: None, framework: framework.map(Into::into), command: None, timeout_secs: 240 };
+    let args = RunTestArgs {
+        file: file.into(),
+        test: None,
+        framework: framework.map(Into::into),
+        command: None,
+        timeout_secs: 240,
+    };
     tools::run_test(sb, repo, &args).await.expect("run_test")
 }
 
 // ---- the shared suite: each takes any sandbox ----
 
 async fn pytest_passes(sb: &dyn Sandbox, repo: &Path) {
-    let args = RunTestArgs { file: "tests/test_ok.py".into(), test: None, framework: None, command: None, timeout_secs: 120 };
+    let args =
+        RunTestArgs { file: "tests/test_ok.py".into(), test: None, framework: None, command: None, timeout_secs: 120 };
     let r = tools::run_test(sb, repo, &args).await.expect("run_test");
     assert_eq!(r.status, TestStatus::Passed, "{r:#?}");
     assert_eq!((r.passed, r.failed), (1, 0));
@@ -107,13 +120,26 @@ async fn pytest_fails_with_assertion(sb: &dyn Sandbox, repo: &Path) {
     assert_eq!(f.kind.as_deref(), Some("AssertionError"), "{f:?}");
     assert!(f.message.contains("assert 1 == 1.5"), "{f:?}");
     // One test of the file, by name.
-    let one = RunTestArgs { file: "tests/test_repro.py".into(), test: Some("test_mean_of_same".into()), framework: None, command: None, timeout_secs: 120 };
+    let one = RunTestArgs {
+        file: "tests/test_repro.py".into(),
+        test: Some("test_mean_of_same".into()),
+        framework: None,
+        command: None,
+        timeout_secs: 120,
+    };
     let r = tools::run_test(sb, repo, &one).await.expect("run_test");
     assert_eq!((r.status, r.passed, r.failed), (TestStatus::Passed, 1, 0), "{r:#?}");
 }
 
 async fn pytest_import_error_is_errored(sb: &dyn Sandbox, repo: &Path) {
-    let r = test_file(sb, repo, "tests/test_broken.py", "from calc import median\n\ndef test_x():\n    assert median([1]) == 1\n", None).await;
+    let r = test_file(
+        sb,
+        repo,
+        "tests/test_broken.py",
+        "from calc import median\n\ndef test_x():\n    assert median([1]) == 1\n",
+        None,
+    )
+    .await;
     assert_eq!(r.status, TestStatus::Errored, "{r:#?}");
     assert!(r.error.as_deref().unwrap_or("").contains("ImportError"), "{r:#?}");
 }
@@ -199,7 +225,8 @@ async fn no_network_in_a_test_run(sb: &dyn Sandbox, _repo: &Path) {
 async fn user_tree_untouched(sb: &dyn Sandbox, repo: &Path) {
     let before = snapshot(repo);
     sb.write_file("tests/test_new.py", b"def test_new(): pass\n").await.expect("write");
-    let out = sh(sb, "rm calc.py && echo appended >> README.md && mkdir -p build && echo x > build/out.txt && ls").await;
+    let out =
+        sh(sb, "rm calc.py && echo appended >> README.md && mkdir -p build && echo x > build/out.txt && ls").await;
     assert!(out.success(), "{out:?}");
     assert!(!out.stdout.contains("calc.py"), "the copy should have lost calc.py: {out:?}");
     assert_eq!(sb.read_file("build/out.txt").await.expect("read"), b"x\n");
@@ -224,12 +251,22 @@ async fn refuses_dangerous_commands(sb: &dyn Sandbox, _repo: &Path) {
     }
     // Refused before it ran: not even the harmless first half happened.
     assert!(sb.read_file("marker").await.is_err(), "a refused command ran");
-    let ok = tools::run_command(sb, &RunCommandArgs { command: "touch marker && echo ok".into(), cwd: None, timeout_secs: 10 }).await.expect("run");
+    let ok = tools::run_command(
+        sb,
+        &RunCommandArgs { command: "touch marker && echo ok".into(), cwd: None, timeout_secs: 10 },
+    )
+    .await
+    .expect("run");
     assert_eq!(ok.stdout.trim(), "ok");
 }
 
 async fn run_python_imports_the_repo(sb: &dyn Sandbox, _repo: &Path) {
-    let out = tools::run_python(sb, &RunPythonArgs { code: "from calc import mean\nprint(mean([1, 2]))\n".into(), timeout_secs: 30 }).await.expect("run_python");
+    let out = tools::run_python(
+        sb,
+        &RunPythonArgs { code: "from calc import mean\nprint(mean([1, 2]))\n".into(), timeout_secs: 30 },
+    )
+    .await
+    .expect("run_python");
     assert!(out.success(), "{out:?}");
     assert_eq!(out.stdout.trim(), "1");
 }
@@ -314,7 +351,9 @@ mod docker_lifecycle {
         let session = config.session.clone();
         let sb: Box<dyn Sandbox> = match dk::DockerSandbox::open(config).await {
             Ok(sb) => Box::new(sb),
-            Err(e) => panic!("cannot open the Docker sandbox ({e}); if the image is missing run `bash .ci/build-images.sh`"),
+            Err(e) => {
+                panic!("cannot open the Docker sandbox ({e}); if the image is missing run `bash .ci/build-images.sh`")
+            }
         };
         assert_eq!(left(&session).await.len(), 1, "the container should exist while open");
         (sb, session)
@@ -382,7 +421,7 @@ mod docker_lifecycle {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         tokio::time::sleep(Duration::from_millis(1500)).await; // let the exec start
-        // SAFETY: signalling our own child.
+                                                               // SAFETY: signalling our own child.
         unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
         let status = child.wait().expect("wait");
         assert!(!status.success());
@@ -422,12 +461,18 @@ mod docker_lifecycle {
         child.kill().expect("kill");
         child.wait().expect("wait");
         assert_eq!(left(&killed).await.len(), 1);
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_reproagent")).args(["sandbox", "clean", "--json"]).output().expect("run");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_reproagent"))
+            .args(["sandbox", "clean", "--json"])
+            .output()
+            .expect("run");
         assert!(out.status.success(), "{out:?}");
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
         let removed = v["removed"].as_array().expect("array");
         assert!(removed.iter().any(|n| n.as_str().is_some_and(|n| n.ends_with(&killed))), "{v}");
-        assert!(!removed.iter().any(|n| n.as_str().is_some_and(|n| n.ends_with(&live))), "a live run's container was removed: {v}");
+        assert!(
+            !removed.iter().any(|n| n.as_str().is_some_and(|n| n.ends_with(&live))),
+            "a live run's container was removed: {v}"
+        );
         assert!(left(&killed).await.is_empty());
         assert_eq!(left(&live).await.len(), 1, "a live run's container was removed");
         sb.close().await.expect("close");
@@ -442,10 +487,15 @@ mod docker_lifecycle {
         }
         let _engine = ENGINE.read().await;
         let repo = make_repo();
-        std::fs::write(repo.path().join("pom.xml"), format!("<project><!-- {} --></project>\n", std::process::id())).expect("pom");
+        std::fs::write(repo.path().join("pom.xml"), format!("<project><!-- {} --></project>\n", std::process::id()))
+            .expect("pom");
         let d = dk::connect().await.expect("docker");
         let run = |args: &[&str]| {
-            std::process::Command::new(env!("CARGO_BIN_EXE_reproagent")).args(args).arg(repo.path()).output().expect("run")
+            std::process::Command::new(env!("CARGO_BIN_EXE_reproagent"))
+                .args(args)
+                .arg(repo.path())
+                .output()
+                .expect("run")
         };
         let first = run(&["sandbox", "prepare", "--json", "--base-image", IMAGE]);
         assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
@@ -480,7 +530,8 @@ mod docker_lifecycle {
         assert_eq!(o.sandbox.kind(), SandboxKind::Docker, "{}", o.reason);
         assert!(o.reason.contains("is ready"), "{}", o.reason);
         o.sandbox.close().await.expect("close");
-        let o = open(Choice::Auto, SandboxConfig::new(repo.path(), "reproagent-env:does-not-exist")).await.expect("open");
+        let o =
+            open(Choice::Auto, SandboxConfig::new(repo.path(), "reproagent-env:does-not-exist")).await.expect("open");
         assert_eq!(o.sandbox.kind(), SandboxKind::Local);
         assert!(o.reason.contains("not built"), "{}", o.reason);
         o.sandbox.close().await.expect("close");
@@ -520,7 +571,10 @@ fn local_signal_kills_the_group_and_removes_the_copy(sig: i32, want: i32) {
     unsafe { libc::kill(child.id() as i32, sig) };
     assert_eq!(child.wait().expect("wait").code(), Some(want));
     // SIGKILL is delivered when the process next runs: give a loaded machine a moment.
-    let alive = || std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| !s.lines().any(|l| l.starts_with("State:") && l.contains('Z')));
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .is_ok_and(|s| !s.lines().any(|l| l.starts_with("State:") && l.contains('Z')))
+    };
     let start = Instant::now();
     while alive() && start.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(50));

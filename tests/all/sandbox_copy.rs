@@ -116,7 +116,10 @@ async fn the_local_copy_follows_the_rule_and_tests_still_find_node_modules() {
     check_listing(&out.stdout);
     // The kept node_modules is what `require` finds, inside the copy.
     let node = sb
-        .exec(&ExecRequest::shell("node -e \"console.log(require.resolve('left-pad'), require('left-pad')(7, 3))\"").timeout(Duration::from_secs(30)))
+        .exec(
+            &ExecRequest::shell("node -e \"console.log(require.resolve('left-pad'), require('left-pad')(7, 3))\"")
+                .timeout(Duration::from_secs(30)),
+        )
         .await
         .unwrap();
     assert!(node.success(), "{node:?}");
@@ -132,9 +135,9 @@ async fn the_docker_upload_follows_the_rule() {
     }
     let _engine = ENGINE.read().await;
     let repo = lived_in_repo();
-    let sb = dk::DockerSandbox::open(SandboxConfig::new(repo.path(), IMAGE))
-        .await
-        .unwrap_or_else(|e| panic!("cannot open the Docker sandbox ({e}); if the image is missing run `bash .ci/build-images.sh`"));
+    let sb = dk::DockerSandbox::open(SandboxConfig::new(repo.path(), IMAGE)).await.unwrap_or_else(|e| {
+        panic!("cannot open the Docker sandbox ({e}); if the image is missing run `bash .ci/build-images.sh`")
+    });
     let out = sb.exec(&ExecRequest::shell(LIST).timeout(Duration::from_secs(30))).await.unwrap();
     assert!(out.success(), "{out:?}");
     check_listing(&out.stdout);

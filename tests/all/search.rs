@@ -34,7 +34,10 @@ fn a_name_query_finds_the_entity_first() {
 #[test]
 fn a_query_in_words_finds_the_docstring() {
     let py = indexed("python/shop");
-    assert_eq!(top(py.path(), "coordinates inventory pricing and events", None, 3)[0], "orders/service.py:CheckoutService");
+    assert_eq!(
+        top(py.path(), "coordinates inventory pricing and events", None, 3)[0],
+        "orders/service.py:CheckoutService"
+    );
     assert_eq!(
         top(py.path(), "take stock from the first warehouse that has enough", Some("method"), 3)[0],
         "inventory/stock.py:Inventory.reserve"
@@ -65,7 +68,11 @@ fn filters_and_snippets() {
 fn incremental_updates_keep_the_keyword_index_equal_to_a_fresh_one() {
     let dir = indexed("python/shop");
     let root = dir.path();
-    std::fs::write(root.join("core/extra.py"), "def brand_new_helper():\n    \"\"\"Compute the frobnication factor.\"\"\"\n    return 1\n").unwrap();
+    std::fs::write(
+        root.join("core/extra.py"),
+        "def brand_new_helper():\n    \"\"\"Compute the frobnication factor.\"\"\"\n    return 1\n",
+    )
+    .unwrap();
     std::fs::remove_file(root.join("inventory/reports.py")).unwrap();
     let s = index_with(root, 2, false);
     assert_eq!(s.mode, "incremental");
@@ -82,7 +89,9 @@ fn incremental_updates_keep_the_keyword_index_equal_to_a_fresh_one() {
         let a = SearchIndex::open(root).unwrap().search(q, None, None, 10_000).unwrap();
         let b = SearchIndex::open(fresh.path()).unwrap().search(q, None, None, 10_000).unwrap();
         assert!(a.len() < 10_000, "query {q:?}: the limit must not cut");
-        let ids = |v: &[reproagent::search::SearchHit]| v.iter().map(|h| h.id.clone()).collect::<std::collections::BTreeSet<_>>();
+        let ids = |v: &[reproagent::search::SearchHit]| {
+            v.iter().map(|h| h.id.clone()).collect::<std::collections::BTreeSet<_>>()
+        };
         assert_eq!(ids(&a), ids(&b), "query {q:?}");
     }
 }

@@ -58,16 +58,28 @@ fn fs_tools_on_shop() {
     insta::assert_snapshot!("find_glob_dir", s.ok("find", json!({"pattern": "core/**/*.py"})));
     insta::assert_snapshot!("grep_apply", s.ok("grep", json!({"pattern": r"def apply\(", "glob": "*.py"})));
     insta::assert_snapshot!("grep_context", s.ok("grep", json!({"pattern": "class FixedOff", "context": 2})));
-    insta::assert_snapshot!("grep_page", s.ok("grep", json!({"pattern": "import", "path": "core", "limit": 2, "offset": 1})));
-    insta::assert_snapshot!("grep_case_insensitive", s.ok("grep", json!({"pattern": "BASE CLASS", "case_insensitive": true})));
-    insta::assert_snapshot!("read_file_range", s.ok("read_file", json!({"path": "core/pricing.py", "start_line": 40, "end_line": 57})));
+    insta::assert_snapshot!(
+        "grep_page",
+        s.ok("grep", json!({"pattern": "import", "path": "core", "limit": 2, "offset": 1}))
+    );
+    insta::assert_snapshot!(
+        "grep_case_insensitive",
+        s.ok("grep", json!({"pattern": "BASE CLASS", "case_insensitive": true}))
+    );
+    insta::assert_snapshot!(
+        "read_file_range",
+        s.ok("read_file", json!({"path": "core/pricing.py", "start_line": 40, "end_line": 57}))
+    );
 }
 
 #[test]
 fn graph_tools_on_shop() {
     let s = shop();
     insta::assert_snapshot!("search_code", s.ok("search_code", json!({"query": "discount apply", "limit": 3})));
-    insta::assert_snapshot!("search_code_kind", s.ok("search_code", json!({"query": "stock", "kind": "class", "path_glob": "inventory/**"})));
+    insta::assert_snapshot!(
+        "search_code_kind",
+        s.ok("search_code", json!({"query": "stock", "kind": "class", "path_glob": "inventory/**"}))
+    );
     insta::assert_snapshot!("search_code_none", s.ok("search_code", json!({"query": "zzqx"})));
     insta::assert_snapshot!("search_code_near", s.ok("search_code", json!({"query": "Warehose"})));
     insta::assert_snapshot!("find_entity_exact", s.ok("find_entity", json!({"name": "apply", "kind": "method"})));
@@ -161,7 +173,11 @@ fn paths_outside_the_repository_are_refused() {
     ] {
         let out = s.call(tool, args.clone());
         assert!(out.is_error, "{tool} {args}: {}", out.value);
-        assert!(out.value["error"].as_str().unwrap().contains("outside the repository"), "{tool} {args}: {}", out.value);
+        assert!(
+            out.value["error"].as_str().unwrap().contains("outside the repository"),
+            "{tool} {args}: {}",
+            out.value
+        );
     }
     // Walks do not follow symlinks out: the secret is never found.
     let out = s.call("grep", json!({"pattern": "TOP-SECRET"}));
@@ -265,10 +281,16 @@ fn long_outputs_are_bounded_and_paged() {
 fn sequential_thinking_keeps_the_record_per_session() {
     let s = shop();
     let t = |args: Value| s.call("sequential_thinking", args);
-    let a = t(json!({"thought": "The issue says totals are wrong for members.", "number": 1, "total": 3, "next_needed": true}));
+    let a = t(
+        json!({"thought": "The issue says totals are wrong for members.", "number": 1, "total": 3, "next_needed": true}),
+    );
     assert!(!a.is_error, "{}", a.value);
-    let b = t(json!({"thought": "MemberDiscount.apply adds the bonus twice?", "number": 2, "total": 3, "next_needed": true, "branch": "double-bonus"}));
-    let c = t(json!({"thought": "Actually the rounding is applied before the discount.", "number": 3, "total": 4, "next_needed": true, "revises": 1}));
+    let b = t(
+        json!({"thought": "MemberDiscount.apply adds the bonus twice?", "number": 2, "total": 3, "next_needed": true, "branch": "double-bonus"}),
+    );
+    let c = t(
+        json!({"thought": "Actually the rounding is applied before the discount.", "number": 3, "total": 4, "next_needed": true, "revises": 1}),
+    );
     insta::assert_snapshot!("thinking_3", serde_json::to_string_pretty(&c.value).unwrap());
     assert!(!b.is_error && !c.is_error);
     // Revising a thought that was never recorded, or a later one, is refused.
@@ -279,7 +301,11 @@ fn sequential_thinking_keeps_the_record_per_session() {
     assert_eq!(s.ctx.thoughts().len(), 3);
     // A new session starts empty.
     let other = ToolContext::new(s.dir.path()).unwrap();
-    let d = s.reg.call(&other, "sequential_thinking", json!({"thought": "fresh", "number": 1, "total": 1, "next_needed": false}));
+    let d = s.reg.call(
+        &other,
+        "sequential_thinking",
+        json!({"thought": "fresh", "number": 1, "total": 1, "next_needed": false}),
+    );
     assert_eq!(d.value["recorded"], 1);
 }
 
@@ -287,7 +313,12 @@ fn sequential_thinking_keeps_the_record_per_session() {
 fn tool_command_lists_runs_and_fails_cleanly() {
     let s = shop();
     let run = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_reproagent")).args(args).arg("-C").arg(s.dir.path()).output().unwrap()
+        std::process::Command::new(env!("CARGO_BIN_EXE_reproagent"))
+            .args(args)
+            .arg("-C")
+            .arg(s.dir.path())
+            .output()
+            .unwrap()
     };
     let list = run(&["tool", "--list"]);
     assert!(list.status.success());

@@ -299,7 +299,10 @@ fn handle(mut conn: TcpStream, s: &Shared) {
                     json!({"id": format!("call_{n}_{i}"), "type": "function", "function": {"name": name, "arguments": args}})
                 })
                 .collect();
-            let finish = reply.finish_reason.clone().unwrap_or_else(|| if calls.is_empty() { "stop" } else { "tool_calls" }.into());
+            let finish = reply
+                .finish_reason
+                .clone()
+                .unwrap_or_else(|| if calls.is_empty() { "stop" } else { "tool_calls" }.into());
             let mut message = json!({"role": "assistant", "content": content});
             if !calls.is_empty() {
                 message["tool_calls"] = Value::Array(calls);
