@@ -380,7 +380,7 @@ fn javascript_bug_is_reproduced_and_the_test_passes_after_the_fix() {
     assert_eq!(o.symptom_check.as_deref(), Some("type only (the issue gives no message)"));
     assert!(o.reason.contains("compared only the exception type"), "{}", o.reason);
     let cmd = o.command.clone().unwrap();
-    assert_eq!(cmd, "node --test test/chunk_issue.test.js");
+    assert_eq!(cmd, "node --test 'test/chunk_issue.test.js'");
 }
 
 #[test]
@@ -388,7 +388,7 @@ fn java_bug_is_reproduced_and_the_test_passes_after_the_fix() {
     let server = ScriptedServer::start(java_script());
     let repo = copy_tree(&fixture("bugs/java-percent/repo"));
     let o = run_on(repo.path(), "java-percent", &model_at(&server.base_url()));
-    assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
+    assert_eq!(o.status, Status::Reproduced, "{} {}", o.reason, read_json(&o.run_dir, "generation.json"));
     assert!(o.failure.as_deref().unwrap().contains("NumberFormatException"), "{:?}", o.failure);
     check_fails_before_passes_after("java-percent", &o, "junit4");
     assert_eq!(o.probe, Some(Probe::Passes), "{}", o.reason);
@@ -999,7 +999,7 @@ fn the_json_in_text_protocol_runs_end_to_end() {
     assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
     assert_eq!(o.probe, Some(Probe::Passes), "{}", o.reason);
     let reqs = server.requests();
-    assert_eq!(reqs.len(), 10);
+    assert_eq!(reqs.len(), 9);
     assert!(reqs[0].body.get("tools").is_some());
     for r in &reqs[1..] {
         assert!(r.body.get("tools").is_none(), "a text-protocol request offered native tools: {}", r.body);
@@ -1017,8 +1017,8 @@ fn the_json_in_text_protocol_runs_end_to_end() {
     assert!(back["content"].as_str().unwrap().contains("first = words[0]"));
     assert!(m.iter().all(|x| x["role"] != "tool"));
     // JSON mode: asked, refused, dropped.
-    assert_eq!(reqs[7].body["response_format"], json!({"type": "json_object"}));
-    assert!(reqs[8].body.get("response_format").is_none());
+    assert_eq!(reqs[6].body["response_format"], json!({"type": "json_object"}));
+    assert!(reqs[7].body.get("response_format").is_none());
     let run = read_json(&o.run_dir, "run.json");
     assert_eq!(run["tool_protocol"], "text");
     let notes = run["notes"].to_string();
