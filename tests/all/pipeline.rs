@@ -1101,3 +1101,35 @@ fn record_the_committed_cassettes() {
         assert_eq!(server.remaining(), 0, "{bug}");
     }
 }
+
+#[test]
+fn the_cli_takes_the_review_probe_budget_and_protocol_flags() {
+    let repo = copy_tree(&fixture("bugs/py-slug/repo"));
+    index_with(repo.path(), 2, false);
+    let issue = fixture("bugs/py-slug/issue.md");
+    let issue = issue.to_str().unwrap();
+    let server = ScriptedServer::start(py_script());
+    let base = server.base_url();
+    let run = |extra: &[&str]| {
+        let mut args =
+            vec!["reproduce", "--issue", issue, "--model", "test-model", "--base-url", &base, "--sandbox", "local"];
+        args.extend_from_slice(extra);
+        cli(repo.path(), &args)
+    };
+    // The budget: exit 3, outcome `budget`, said on stdout.
+    let o = run(&["--max-calls", "2", "--tool-protocol", "text", "--review-model", "reviewer", "--no-probe"]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(3), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout.starts_with("budget: ") && stdout.contains("budget of 2 model calls"), "{stdout}");
+    // --tool-protocol text: no native tools were offered.
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    assert!(reqs.iter().all(|r| r.body.get("tools").is_none()));
+    // Bad values: one line with what is wrong.
+    let o = run(&["--max-cost", "a lot"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is not an amount of US dollars above 0"));
+    let o = run(&["--tool-protocol", "smoke"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("possible values: auto, native, text"));
+}
