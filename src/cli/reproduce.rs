@@ -52,7 +52,7 @@ pub struct ReproduceArgs {
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=3_600))]
     pub timeout: u64,
     /// The model of the independent review: another model name on the same endpoint
-    /// (default: the run's model).
+    /// (default: `[model] review_model` in reproagent.toml, else the run's model).
     #[arg(long, env = "REPROAGENT_REVIEW_MODEL")]
     pub review_model: Option<String>,
     /// Do not ask the review for JSON mode (`response_format`); its verdict is still
@@ -143,8 +143,17 @@ fn run_request(args: &ReproduceArgs) -> anyhow::Result<i32> {
     };
     if args.model != "none" {
         let model = build_model(args)?;
+        let review_model = match &args.review_model {
+            Some(m) => Some(m.clone()),
+            None => {
+                crate::model::config::FileConfig::load(&args.repo)
+                    .map_err(|e| super::with_hint(e.to_string(), e.hint().as_deref()))?
+                    .model
+                    .review_model
+            }
+        };
         let opts = pipeline::Options {
-            review_model: args.review_model.clone().filter(|m| !m.trim().is_empty()),
+            review_model: review_model.filter(|m| !m.trim().is_empty()),
             json_mode: !args.no_json_mode,
             probe: !args.no_probe,
             limits: Limits { max_calls: args.max_calls, max_cost_usd: args.max_cost },

@@ -298,8 +298,8 @@ struct GenState {
     /// (path, code, checks passed) of each attempt.
     tried: Vec<(String, String, usize)>,
     sandbox_error: Option<String>,
-    /// Every independent review: (attempt, verdict).
-    verdicts: Vec<(u32, ReviewVerdict)>,
+    /// Every independent review.
+    verdicts: Vec<rv::ReviewRecord>,
     /// Every fix probe.
     probes: Vec<ProbeReport>,
     /// Times the probe sent a test back.
@@ -376,7 +376,7 @@ struct Made {
     cause: Option<RootCause>,
     plan: Option<TestPlan>,
     generation: Option<Generation>,
-    verdicts: Vec<(u32, ReviewVerdict)>,
+    verdicts: Vec<rv::ReviewRecord>,
     probes: Vec<ProbeReport>,
 }
 
@@ -464,9 +464,11 @@ fn review_section(made: &Made) -> String {
     let mut md = String::new();
     if !made.verdicts.is_empty() {
         md.push_str("\n## Independent review\n\n");
-        for (attempt, v) in &made.verdicts {
+        for r in &made.verdicts {
+            let v = &r.verdict;
             md.push_str(&format!(
-                "- attempt {attempt}: {}\n",
+                "- attempt {}: {}\n",
+                r.attempt,
                 if v.verdict == Decision::Accept { "accept" } else { "reject" }
             ));
             for f in &v.findings {
@@ -925,7 +927,7 @@ fn stages(
             match rv::review(model, &ctx, &retrieval, trace, &settings, &ev) {
                 Ok(v) => {
                     reviews.insert(0, aligned_review(&v));
-                    st.verdicts.push((st.attempts, v.clone()));
+                    st.verdicts.push(rv::ReviewRecord { attempt: st.attempts, verdict: v.clone() });
                     let _ = run.write("review.json", &st.verdicts);
                     verdict = Some(v);
                 }

@@ -87,6 +87,15 @@ pub struct ReviewVerdict {
     pub findings: Vec<ReviewFinding>,
 }
 
+/// One review of the run, as `review.json` lists them.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ReviewRecord {
+    /// The generation attempt whose test was reviewed.
+    pub attempt: u32,
+    #[serde(flatten)]
+    pub verdict: ReviewVerdict,
+}
+
 fn check_verdict(v: &ReviewVerdict) -> Result<(), String> {
     if v.verdict == Decision::Reject && v.findings.is_empty() {
         return Err("a rejection needs at least one finding (evidence, location, severity, suggestion)".into());

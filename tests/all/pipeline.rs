@@ -856,8 +856,9 @@ fn the_review_rejects_with_findings_then_accepts_the_corrected_test() {
     }
     let verdicts = read_json(&o.run_dir, "review.json");
     assert_eq!(verdicts.as_array().unwrap().len(), 2);
-    assert_eq!(verdicts[0][1]["verdict"], "reject");
-    assert_eq!(verdicts[1][1]["verdict"], "accept");
+    assert_eq!((verdicts[0]["attempt"].as_u64(), verdicts[0]["verdict"].as_str()), (Some(1), Some("reject")));
+    assert_eq!(verdicts[0]["findings"][0]["severity"], "critical");
+    assert_eq!((verdicts[1]["attempt"].as_u64(), verdicts[1]["verdict"].as_str()), (Some(2), Some("accept")));
     let generation = read_json(&o.run_dir, "generation.json");
     let kinds: Vec<&str> =
         generation["reviews"].as_array().unwrap().iter().filter_map(|r| r["finding"]["type"].as_str()).collect();
@@ -1132,4 +1133,19 @@ fn the_cli_takes_the_review_probe_budget_and_protocol_flags() {
     let o = run(&["--tool-protocol", "smoke"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("possible values: auto, native, text"));
+
+    // The review's model from reproagent.toml; the outcome says what the probe found.
+    std::fs::write(repo.path().join("reproagent.toml"), "[model]\nreview_model = \"cfg-reviewer\"\n").unwrap();
+    let server = ScriptedServer::start(py_script());
+    let base = server.base_url();
+    let o = cli(
+        repo.path(),
+        &["reproduce", "--issue", issue, "--model", "test-model", "--base-url", &base, "--sandbox", "local"],
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout.contains("fix probe: passes"), "{stdout}");
+    let models: Vec<String> = server.requests().iter().map(|r| r.body["model"].as_str().unwrap().to_string()).collect();
+    assert_eq!(models[6], "cfg-reviewer");
+    assert!(models.iter().filter(|m| *m == "cfg-reviewer").count() == 1, "{models:?}");
 }
