@@ -10,6 +10,13 @@
 //! invalid artifact gets an error message back to the model; the second consecutive
 //! failure of the same kind ends the stage with the reason. A model that never submits
 //! ends the stage at its budget of model calls ([`MAX_MODEL_CALLS`]), also with a reason.
+//!
+//! Endpoints: the tools go as native `tools` or, with [`ToolProtocol::Text`], described in
+//! the system prompt with calls read from the answer's JSON (`{"tool", "arguments"}`);
+//! `auto` switches to text for the rest of the run when the endpoint refuses `tools` or
+//! the model writes a call in its text. A stage may ask JSON mode, dropped when the
+//! endpoint refuses it. The run's [`Limits`] are checked before every call
+//! ([`StageError::Spent`]); each retrieval is noted in the evidence ledger.
 
 use std::time::Instant;
 
