@@ -10,6 +10,7 @@ mod body;
 pub mod conventions;
 pub mod form;
 pub mod keyfree;
+mod multifile;
 pub mod pipeline;
 mod synth;
 
