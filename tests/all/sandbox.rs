@@ -540,6 +540,30 @@ mod docker_lifecycle {
 
 /// Ctrl-C on `reproagent sandbox exec --sandbox local`: the process group dies and the
 /// temporary copy is removed.
+/// A process that leaves the command's group (`setsid`) and keeps its stdout and stderr
+/// open: the run still returns, with the output read until the command ended, and says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_output_is_kept_when_an_escaped_process_holds_the_pipe() {
+    let repo = make_repo();
+    let sb = open(SandboxKind::Local, repo.path(), None).await;
+    // The command exits at once; the escaped sleep holds both pipes.
+    let start = Instant::now();
+    let req =
+        ExecRequest::shell("echo before; setsid sleep 8 & echo after; echo err >&2").timeout(Duration::from_secs(60));
+    let out = sb.exec(&req).await.expect("exec");
+    assert!(start.elapsed() < Duration::from_secs(7), "took {:?}", start.elapsed());
+    assert!(out.success(), "{out:?}");
+    assert_eq!(out.stdout, "before\nafter\n", "{out:?}");
+    assert!(out.stderr.starts_with("err\n"), "{out:?}");
+    assert!(out.stderr.contains("held its output open"), "{out:?}");
+    // The timeout kills the group; the escaped process still holds the pipes.
+    let req = ExecRequest::shell("echo started; setsid sleep 8 & sleep 100").timeout(Duration::from_secs(2));
+    let out = sb.exec(&req).await.expect("exec");
+    assert!(out.timed_out, "{out:?}");
+    assert_eq!(out.stdout, "started\n", "{out:?}");
+    sb.close().await.expect("close");
+}
+
 #[test]
 fn local_interrupt_kills_the_group_and_removes_the_copy() {
     local_signal_kills_the_group_and_removes_the_copy(libc::SIGINT, 130);
