@@ -149,6 +149,7 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
         model: "none".into(),
         sandbox: String::new(),
         environment: None,
+        disk_quota: None,
         reproagent_version: env!("CARGO_PKG_VERSION").into(),
         stages: Vec::new(),
         model_calls: 0,
@@ -343,6 +344,7 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
     let result = rt.block_on(async {
         let opened = sandbox::open(req.sandbox, config).await?;
         let sb = opened.sandbox;
+        let quota = sb.disk_quota().map(str::to_string);
         let r = async {
             sb.write_file(&test.path, test.code.as_bytes()).await?;
             run_test(
@@ -360,9 +362,9 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
         }
         .await;
         let _ = sb.close().await;
-        r.map(|res| (res, opened.reason))
+        r.map(|res| (res, opened.reason, quota))
     });
-    let (result, why_sandbox) = match result {
+    let (result, why_sandbox, quota) = match result {
         Ok(x) => x,
         Err(e) => {
             let o = Outcome { status: Status::Error, ..not_reproduced(&run, format!("the sandbox failed: {e}")) };
@@ -370,6 +372,7 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
         }
     };
     record.sandbox = why_sandbox;
+    record.disk_quota = quota;
     record.tool_calls.push(format!("run_test {}", test.path));
     let reviews = review(&result, &expected);
     let accepted = reviews.iter().all(|r| r.passed);
