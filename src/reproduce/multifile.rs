@@ -394,7 +394,7 @@ pub fn reported_outcome(raw: &str, files: &[File]) -> Option<Vec<(&'static str, 
         if files.iter().any(|f| f.text == b.body) || presents_expected(&b.before) {
             continue;
         }
-        if let Some(c) = b.body.lines().filter_map(summary_counts).last() {
+        if let Some(c) = b.body.lines().rev().find_map(summary_counts) {
             last = Some(c);
         }
     }
