@@ -546,10 +546,11 @@ mod docker_lifecycle {
 async fn local_output_is_kept_when_an_escaped_process_holds_the_pipe() {
     let repo = make_repo();
     let sb = open(SandboxKind::Local, repo.path(), None).await;
-    // The command exits at once; the escaped sleep holds both pipes.
+    // The command exits once the sleep has left its group (a new session); the sleep
+    // holds both pipes.
     let start = Instant::now();
     let req =
-        ExecRequest::shell("echo before; setsid sleep 8 & echo after; echo err >&2").timeout(Duration::from_secs(60));
+        ExecRequest::shell("echo before; setsid sh -c 'echo $$ > esc.pid; exec sleep 8' & while [ ! -s esc.pid ]; do sleep 0.05; done; rm esc.pid; echo after; echo err >&2").timeout(Duration::from_secs(60));
     let out = sb.exec(&req).await.expect("exec");
     assert!(start.elapsed() < Duration::from_secs(7), "took {:?}", start.elapsed());
     assert!(out.success(), "{out:?}");
@@ -557,7 +558,7 @@ async fn local_output_is_kept_when_an_escaped_process_holds_the_pipe() {
     assert!(out.stderr.starts_with("err\n"), "{out:?}");
     assert!(out.stderr.contains("held its output open"), "{out:?}");
     // The timeout kills the group; the escaped process still holds the pipes.
-    let req = ExecRequest::shell("echo started; setsid sleep 8 & sleep 100").timeout(Duration::from_secs(2));
+    let req = ExecRequest::shell("echo started; setsid sh -c 'echo $$ > esc.pid; exec sleep 8' & while [ ! -s esc.pid ]; do sleep 0.05; done; rm esc.pid; sleep 100").timeout(Duration::from_secs(2));
     let out = sb.exec(&req).await.expect("exec");
     assert!(out.timed_out, "{out:?}");
     assert_eq!(out.stdout, "started\n", "{out:?}");
