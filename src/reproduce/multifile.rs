@@ -448,13 +448,18 @@ fn holds(conds: &[Cond], counts: &[(&str, u32)]) -> bool {
 }
 
 /// The text the test looks for in the run's output: the reported exception's type and
-/// the start of its message, up to the first path or quoted value (those name the
-/// reporter's machine).
+/// its message up to the first path or object address (those name the reporter's
+/// machine); quoted values stay, so `ModuleNotFoundError: No module named 'x'` is not
+/// matched by another missing module.
 fn error_needle(kind: &str, message: &str) -> String {
     let short = kind.rsplit('.').next().unwrap_or(kind);
-    let cut = message.find(['/', '\\', '\'', '"', '<']).unwrap_or(message.len());
-    let m = message[..cut].trim().trim_end_matches(':').trim();
-    if m.chars().filter(|c| c.is_alphanumeric()).count() >= 3 {
+    let cut = [message.find(['/', '\\', '<']), message.find("0x")].into_iter().flatten().min().unwrap_or(message.len());
+    let mut m = message[..cut].trim();
+    if cut < message.len() {
+        // What opened the cut-off value: `file: '/home/...`, `(<Box at ...`.
+        m = m.trim_end_matches(|c: char| matches!(c, ':' | ' ' | '\'' | '"' | '(' | '[')).trim();
+    }
+    if m.chars().filter(|c| c.is_alphanumeric()).count() >= 2 {
         format!("{short}: {m}")
     } else {
         short.to_string()
@@ -848,6 +853,12 @@ mod tests {
             .replace("E       fixture 'box' not found", "E   FileNotFoundError: [Errno 2] No such file: '/home/me/x'");
         let p = plan(&raw).unwrap().unwrap();
         assert_eq!(p.needle.as_deref(), Some("FileNotFoundError: [Errno 2] No such file"));
+        assert_eq!(
+            error_needle("ModuleNotFoundError", "No module named 'plug'"),
+            "ModuleNotFoundError: No module named 'plug'"
+        );
+        assert_eq!(error_needle("builtins.KeyError", "'cm'"), "KeyError: 'cm'");
+        assert_eq!(error_needle("ValueError", "<Box object at 0x7f00>"), "ValueError");
         // Neither an error nor today's outcome: refused, with the reason.
         let raw = "Bad\n\nconftest.py\n```python\nX = 1\n```\ntest_q.py\n```python\ndef test_q():\n    pass\n```\nIt behaves oddly.\n";
         let e = plan(raw).unwrap_err();

@@ -75,7 +75,7 @@ fn a_script_and_its_helper_run_with_python_and_the_reported_error_must_not_appea
     let o = reproduced_and_fixed(&[("units/__init__.py", UNITS_BUGGY)], ("units/__init__.py", UNITS_FIXED), issue);
     let code = o.test_code.unwrap();
     assert!(code.contains("[sys.executable, \"main.py\"]"), "{code}");
-    assert!(code.contains("assert \"KeyError\" not in output"), "{code}");
+    assert!(code.contains("assert \"KeyError: 'cm'\" not in output"), "{code}");
 }
 
 // A pytest plugin that tests itself with pytester; its --skip-slow option looks for the
