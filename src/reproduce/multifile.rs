@@ -457,7 +457,7 @@ fn error_needle(kind: &str, message: &str) -> String {
     let mut m = message[..cut].trim();
     if cut < message.len() {
         // What opened the cut-off value: `file: '/home/...`, `(<Box at ...`.
-        m = m.trim_end_matches(|c: char| matches!(c, ':' | ' ' | '\'' | '"' | '(' | '[')).trim();
+        m = m.trim_end_matches([':', ' ', '\'', '"', '(', '[']).trim();
     }
     if m.chars().filter(|c| c.is_alphanumeric()).count() >= 2 {
         format!("{short}: {m}")
