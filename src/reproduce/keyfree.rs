@@ -149,6 +149,7 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
         model: "none".into(),
         sandbox: String::new(),
         environment: None,
+        disk_quota: None,
         reproagent_version: env!("CARGO_PKG_VERSION").into(),
         stages: Vec::new(),
         model_calls: 0,
@@ -256,34 +257,57 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
 
     // Stage 3: the plan, from the issue's code.
     run.begin("test_plan");
-    let Some(snippet) = synth::find_snippet(&facts, &req.issue_text, &langs) else {
-        let why = if facts.exceptions.is_empty() {
-            "the issue carries neither runnable code nor an error to expect: key-free mode has nothing to build a test from (a model can: --model NAME)"
-        } else {
-            "the issue reports an error but shows no code that triggers it: key-free mode has nothing to run (a model can: --model NAME)"
-        };
-        let o = not_reproduced(&run, why);
-        return finish(&mut run, &mut record, o, Some(&loc_art), Some(&cause), None, None);
-    };
-    // The snippet's body: missing names, set-up order, the assertion the prose implies;
-    // or the reason no honest test can be built from it.
-    let snippet = match super::body::prepare(&snippet, &facts, &req.issue_text, Some(&graph), &req.root) {
-        Ok(s) => s,
-        Err(why) => {
-            let o = not_reproduced(&run, why);
-            return finish(&mut run, &mut record, o, Some(&loc_art), Some(&cause), None, None);
-        }
-    };
-    let Some(expected) = expected_failure(&facts, &snippet) else {
-        let o = not_reproduced(&run, "the issue shows code but neither the error it gives nor an assertion: no failure to check the test against");
-        return finish(&mut run, &mut record, o, Some(&loc_art), Some(&cause), None, None);
-    };
     let stem = req.issue_file.file_stem().and_then(|s| s.to_str()).unwrap_or("issue");
     // The test goes where the tests of the suspect code live, in their form.
     let suspects: Vec<String> = loc_art.locations.iter().map(|l| l.file.clone()).collect();
     let conv = super::conventions::conventions(&req.root, &suspects);
-    let test =
-        synth::build(&req.root, &conv, &snippet, stem, &title, Some((&expected.kind, expected.message.as_deref())));
+    let multi = if langs.contains(&Lang::Python) { super::multifile::plan(&req.issue_text) } else { Ok(None) };
+    let (test, expected, inputs, lang) = match multi {
+        Err(why) => {
+            let o = not_reproduced(&run, why);
+            return finish(&mut run, &mut record, o, Some(&loc_art), Some(&cause), None, None);
+        }
+        // An example in several files: written out and run as the issue runs it.
+        Ok(Some(p)) => {
+            let fixture = super::multifile::pytester_fixture(&req.root);
+            let test = super::multifile::build(&req.root, &conv, &p, fixture, stem, &title);
+            let inputs = p.files.iter().map(|f| format!("# {}\n{}", f.name, f.text)).collect();
+            (test, p.expected, inputs, Lang::Python)
+        }
+        Ok(None) => {
+            let Some(snippet) = synth::find_snippet(&facts, &req.issue_text, &langs) else {
+                let why = if facts.exceptions.is_empty() {
+                    "the issue carries neither runnable code nor an error to expect: key-free mode has nothing to build a test from (a model can: --model NAME)"
+                } else {
+                    "the issue reports an error but shows no code that triggers it: key-free mode has nothing to run (a model can: --model NAME)"
+                };
+                let o = not_reproduced(&run, why);
+                return finish(&mut run, &mut record, o, Some(&loc_art), Some(&cause), None, None);
+            };
+            // The snippet's body: missing names, set-up order, the assertion the prose implies;
+            // or the reason no honest test can be built from it.
+            let snippet = match super::body::prepare(&snippet, &facts, &req.issue_text, Some(&graph), &req.root) {
+                Ok(s) => s,
+                Err(why) => {
+                    let o = not_reproduced(&run, why);
+                    return finish(&mut run, &mut record, o, Some(&loc_art), Some(&cause), None, None);
+                }
+            };
+            let Some(expected) = expected_failure(&facts, &snippet) else {
+                let o = not_reproduced(&run, "the issue shows code but neither the error it gives nor an assertion: no failure to check the test against");
+                return finish(&mut run, &mut record, o, Some(&loc_art), Some(&cause), None, None);
+            };
+            let test = synth::build(
+                &req.root,
+                &conv,
+                &snippet,
+                stem,
+                &title,
+                Some((&expected.kind, expected.message.as_deref())),
+            );
+            (test, expected, vec![snippet.code.clone()], snippet.lang)
+        }
+    };
     let command = crate::sandbox::runners::command_line(
         crate::sandbox::runners::Framework::parse_name(test.framework)
             .unwrap_or(crate::sandbox::runners::Framework::Custom),
@@ -297,8 +321,8 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
         framework: test.framework.into(),
         test_path: test.path.clone(),
         command: command.clone(),
-        environment: vec![format!("the repository's {} environment", snippet.lang.name())],
-        inputs: vec![snippet.code.clone()],
+        environment: vec![format!("the repository's {} environment", lang.name())],
+        inputs,
         expected: expected.clone(),
     };
     run.write("test_plan.json", &plan)?;
@@ -320,6 +344,7 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
     let result = rt.block_on(async {
         let opened = sandbox::open(req.sandbox, config).await?;
         let sb = opened.sandbox;
+        let quota = sb.disk_quota().map(str::to_string);
         let r = async {
             sb.write_file(&test.path, test.code.as_bytes()).await?;
             run_test(
@@ -337,9 +362,9 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
         }
         .await;
         let _ = sb.close().await;
-        r.map(|res| (res, opened.reason))
+        r.map(|res| (res, opened.reason, quota))
     });
-    let (result, why_sandbox) = match result {
+    let (result, why_sandbox, quota) = match result {
         Ok(x) => x,
         Err(e) => {
             let o = Outcome { status: Status::Error, ..not_reproduced(&run, format!("the sandbox failed: {e}")) };
@@ -347,6 +372,7 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
         }
     };
     record.sandbox = why_sandbox;
+    record.disk_quota = quota;
     record.tool_calls.push(format!("run_test {}", test.path));
     let reviews = review(&result, &expected);
     let accepted = reviews.iter().all(|r| r.passed);

@@ -11,6 +11,7 @@ pub mod conventions;
 pub mod form;
 pub mod keyfree;
 pub mod ledger;
+mod multifile;
 pub mod pipeline;
 pub mod review;
 mod synth;
@@ -291,6 +292,9 @@ pub struct RunRecord {
     /// The environment tests ran in, and why it was chosen.
     #[serde(default)]
     pub environment: Option<crate::sandbox::env::Environment>,
+    /// The sandbox's disk quota (Docker): its size, or `not applied: <why>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_quota: Option<String>,
     pub reproagent_version: String,
     pub stages: Vec<StageTime>,
     pub model_calls: u32,

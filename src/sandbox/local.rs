@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::io::AsyncReadExt;
@@ -173,8 +173,9 @@ impl LocalSandbox {
         let _guard = GroupGuard(pgid);
         let _interrupt = pgid.map(super::interrupt::register_group);
         let limit = self.limits.output_bytes;
-        let out_task = tokio::spawn(read_capped(child.stdout.take(), limit));
-        let err_task = tokio::spawn(read_capped(child.stderr.take(), limit));
+        let (out_cap, err_cap) = (Arc::new(Mutex::new(Capture::new(limit))), Arc::new(Mutex::new(Capture::new(limit))));
+        let out_task = tokio::spawn(read_capped(child.stdout.take(), out_cap.clone()));
+        let err_task = tokio::spawn(read_capped(child.stderr.take(), err_cap.clone()));
 
         let (status, timed_out) = match tokio::time::timeout(req.timeout, child.wait()).await {
             Ok(s) => (Some(s.map_err(|e| SandboxError::io("waiting for the command", e))?), false),
@@ -186,9 +187,15 @@ impl LocalSandbox {
             Some(s) => s,
             None => child.wait().await.map_err(|e| SandboxError::io("waiting for the command", e))?,
         };
-        let out = join_capture(out_task, limit).await;
-        let err = join_capture(err_task, limit).await;
+        let ((out, out_held), (err, err_held)) =
+            tokio::join!(join_capture(out_task, out_cap, limit), join_capture(err_task, err_cap, limit));
         let mut o = output_from(out, err);
+        if out_held || err_held {
+            // Said, so a short output is not read as everything the command printed.
+            o.stderr.push_str(
+                "\n[reproagent: a process the command started still held its output open when it ended; output read until then is kept]\n",
+            );
+        }
         use std::os::unix::process::ExitStatusExt;
         o.exit_code = status.code().map(i64::from).or_else(|| status.signal().map(|s| 128 + i64::from(s)));
         o.timed_out = timed_out;
@@ -254,32 +261,31 @@ impl Drop for GroupGuard {
     }
 }
 
-async fn read_capped<R: tokio::io::AsyncRead + Unpin>(r: Option<R>, limit: usize) -> Capture {
-    let mut cap = Capture::new(limit);
+/// Read a pipe into a capture shared with the caller, so what was read stays available
+/// when the reader has to be abandoned.
+async fn read_capped<R: tokio::io::AsyncRead + Unpin>(r: Option<R>, cap: Arc<Mutex<Capture>>) {
     if let Some(mut r) = r {
         let mut buf = vec![0u8; 16 << 10];
         while let Ok(n) = r.read(&mut buf).await {
             if n == 0 {
                 break;
             }
-            cap.push(&buf[..n]);
+            cap.lock().unwrap_or_else(|e| e.into_inner()).push(&buf[..n]);
         }
     }
-    cap
 }
 
-/// A reader blocked by a process that escaped the group is abandoned after a grace period.
-async fn join_capture(task: tokio::task::JoinHandle<Capture>, limit: usize) -> Capture {
+/// The output of one pipe: the reader's capture once the pipe closes. A reader blocked by
+/// a process that escaped the group (it holds the pipe open) is abandoned after a grace
+/// period, keeping what it read until then; the second value says it was abandoned.
+async fn join_capture(task: tokio::task::JoinHandle<()>, cap: Arc<Mutex<Capture>>, limit: usize) -> (Capture, bool) {
     let abort = task.abort_handle();
-    match tokio::time::timeout(Duration::from_secs(2), task).await {
-        Ok(Ok(c)) => c,
-        _ => {
-            abort.abort();
-            let mut c = Capture::new(limit);
-            c.push(b"");
-            c
-        }
+    let held = !matches!(tokio::time::timeout(Duration::from_secs(2), task).await, Ok(Ok(())));
+    if held {
+        abort.abort();
     }
+    let mut guard = cap.lock().unwrap_or_else(|e| e.into_inner());
+    (std::mem::replace(&mut *guard, Capture::new(limit)), held)
 }
 
 impl Sandbox for LocalSandbox {

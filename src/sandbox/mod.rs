@@ -110,11 +110,14 @@ pub struct Limits {
     pub pids: u32,
     /// Bytes kept of each of stdout and stderr; the rest is counted and dropped.
     pub output_bytes: usize,
+    /// Disk: the size of the container's writable layer (Docker, where the storage driver
+    /// allows a quota: `HostConfig.StorageOpt size=`); the local sandbox has none.
+    pub disk_bytes: u64,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { memory_bytes: 2 << 30, cpus: 1.0, pids: 512, output_bytes: 256 << 10 }
+        Limits { memory_bytes: 2 << 30, cpus: 1.0, pids: 512, output_bytes: 256 << 10, disk_bytes: 10 << 30 }
     }
 }
 
@@ -298,6 +301,11 @@ pub trait Sandbox: Send + Sync {
     /// The environment commands run in, when the sandbox knows it (the local sandbox;
     /// a Docker image is what it is).
     fn environment(&self) -> Option<&env::Environment> {
+        None
+    }
+    /// The disk quota: `Some("10240 MiB ...")` when applied, `Some("not applied: why")`
+    /// when the sandbox could not have one, `None` where it does not apply (local).
+    fn disk_quota(&self) -> Option<&str> {
         None
     }
 }

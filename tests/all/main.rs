@@ -12,6 +12,7 @@ mod fixtures;
 mod index;
 mod interrupt;
 mod keyfree_body;
+mod keyfree_multifile;
 mod localize;
 mod mcp;
 mod model;

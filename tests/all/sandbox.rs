@@ -540,6 +540,31 @@ mod docker_lifecycle {
 
 /// Ctrl-C on `reproagent sandbox exec --sandbox local`: the process group dies and the
 /// temporary copy is removed.
+/// A process that leaves the command's group (`setsid`) and keeps its stdout and stderr
+/// open: the run still returns, with the output read until the command ended, and says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_output_is_kept_when_an_escaped_process_holds_the_pipe() {
+    let repo = make_repo();
+    let sb = open(SandboxKind::Local, repo.path(), None).await;
+    // The command exits once the sleep has left its group (a new session); the sleep
+    // holds both pipes.
+    let start = Instant::now();
+    let req =
+        ExecRequest::shell("echo before; setsid sh -c 'echo $$ > esc.pid; exec sleep 8' & while [ ! -s esc.pid ]; do sleep 0.05; done; rm esc.pid; echo after; echo err >&2").timeout(Duration::from_secs(60));
+    let out = sb.exec(&req).await.expect("exec");
+    assert!(start.elapsed() < Duration::from_secs(7), "took {:?}", start.elapsed());
+    assert!(out.success(), "{out:?}");
+    assert_eq!(out.stdout, "before\nafter\n", "{out:?}");
+    assert!(out.stderr.starts_with("err\n"), "{out:?}");
+    assert!(out.stderr.contains("held its output open"), "{out:?}");
+    // The timeout kills the group; the escaped process still holds the pipes.
+    let req = ExecRequest::shell("echo started; setsid sh -c 'echo $$ > esc.pid; exec sleep 8' & while [ ! -s esc.pid ]; do sleep 0.05; done; rm esc.pid; sleep 100").timeout(Duration::from_secs(2));
+    let out = sb.exec(&req).await.expect("exec");
+    assert!(out.timed_out, "{out:?}");
+    assert_eq!(out.stdout, "started\n", "{out:?}");
+    sb.close().await.expect("close");
+}
+
 #[test]
 fn local_interrupt_kills_the_group_and_removes_the_copy() {
     local_signal_kills_the_group_and_removes_the_copy(libc::SIGINT, 130);
@@ -581,4 +606,94 @@ fn local_signal_kills_the_group_and_removes_the_copy(sig: i32, want: i32) {
     }
     assert!(!alive(), "the sandboxed sleep {pid} survived signal {sig}");
     assert!(!wd.exists(), "the copy {} was left behind", wd.display());
+}
+
+/// An image of the host's static busybox alone (`docker import`, no registry): enough to
+/// open a Docker sandbox and run `sh` where the test image is not built.
+fn busybox_image() -> String {
+    const NAME: &str = "reproagent-busybox:test";
+    let have = std::process::Command::new("docker").args(["image", "inspect", NAME]).output().expect("docker");
+    if have.status.success() {
+        return NAME.into();
+    }
+    let bb = Path::new("/bin/busybox");
+    assert!(bb.is_file(), "needs a static /bin/busybox (Debian: apt-get install busybox-static)");
+    let root = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(root.path().join("bin")).expect("mkdir");
+    std::fs::copy(bb, root.path().join("bin/busybox")).expect("copy");
+    for app in ["sh", "sleep", "cat", "echo", "mkdir", "rm", "ls", "kill", "grep", "true", "df", "dd", "tar"] {
+        std::os::unix::fs::symlink("busybox", root.path().join("bin").join(app)).expect("symlink");
+    }
+    let tar = root.path().join("rootfs.tar");
+    let ok = std::process::Command::new("tar")
+        .arg("-C")
+        .arg(root.path())
+        .args(["-cf"])
+        .arg(&tar)
+        .arg("bin")
+        .status()
+        .expect("tar");
+    assert!(ok.success());
+    let ok = std::process::Command::new("docker").arg("import").arg(&tar).arg(NAME).output().expect("docker import");
+    assert!(ok.status.success(), "docker import: {}", String::from_utf8_lossy(&ok.stderr));
+    NAME.into()
+}
+
+/// The disk quota: applied where the engine's storage driver has one (the container's
+/// `HostConfig.StorageOpt` holds the size), otherwise said (a note on stderr and the
+/// sandbox's `disk_quota`, which the run record carries) and the container runs without.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_disk_quota_is_applied_where_the_driver_allows_it_and_said_where_not() {
+    if skip_docker() {
+        return;
+    }
+    let _engine = ENGINE.read().await;
+    let image = busybox_image();
+    let repo = make_repo();
+    let mut config = SandboxConfig::new(repo.path(), &image);
+    config.limits.disk_bytes = 1 << 30;
+    let sb = dk::DockerSandbox::open(config).await.expect("open");
+    let docker = dk::connect().await.expect("engine");
+    let info = docker.info().await.expect("info");
+    let driver = info.driver.clone().unwrap_or_default();
+    let backing = info
+        .driver_status
+        .unwrap_or_default()
+        .into_iter()
+        .find(|kv| kv.first().is_some_and(|k| k == "Backing Filesystem"))
+        .and_then(|kv| kv.get(1).cloned());
+    let inspect = docker
+        .inspect_container(sb.id(), None::<bollard::query_parameters::InspectContainerOptions>)
+        .await
+        .expect("inspect");
+    let storage_opt = inspect.host_config.and_then(|h| h.storage_opt).unwrap_or_default();
+    let quota = sb.disk_quota().expect("a Docker sandbox says what its disk quota is").to_string();
+    match dk::disk_quota_support(&driver, backing.as_deref()) {
+        Ok(()) if !quota.starts_with("not applied") => {
+            assert_eq!(storage_opt.get("size").map(String::as_str), Some("1073741824"), "{quota}");
+            assert!(quota.starts_with("1024 MiB"), "{quota}");
+        }
+        // overlay2 on xfs without pquota: the engine refused, and the sandbox says so.
+        Ok(()) => assert!(storage_opt.is_empty() && quota.contains("refused"), "{quota}"),
+        Err(why) => {
+            assert!(storage_opt.is_empty(), "{storage_opt:?}");
+            assert_eq!(quota, format!("not applied: {why}"));
+            assert!(quota.contains(&driver), "{quota} should name the driver {driver}");
+        }
+    }
+    // Either way the sandbox works.
+    let out = sb.exec(&ExecRequest::shell("echo ok").timeout(Duration::from_secs(30))).await.expect("exec");
+    assert_eq!(out.stdout.trim(), "ok", "{out:?}");
+    sb.close().await.expect("close");
+}
+
+#[test]
+fn disk_quota_support_follows_the_storage_driver() {
+    assert!(dk::disk_quota_support("btrfs", None).is_ok());
+    assert!(dk::disk_quota_support("zfs", None).is_ok());
+    assert!(dk::disk_quota_support("devicemapper", None).is_ok());
+    assert!(dk::disk_quota_support("overlay2", Some("xfs")).is_ok());
+    assert!(dk::disk_quota_support("overlay2", Some("extfs")).unwrap_err().contains("overlay2 on extfs"));
+    assert!(dk::disk_quota_support("fuse-overlayfs", None).unwrap_err().contains("fuse-overlayfs has no size quota"));
+    assert!(dk::disk_quota_support("vfs", None).is_err());
 }

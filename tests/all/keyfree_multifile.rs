@@ -1,0 +1,120 @@
+//! The key-free mode on examples spread over several files: the files are written out
+//! and run the way the issue runs them, in a temporary directory (a subprocess) or with
+//! `pytester` where the project tests itself that way. Each reproduced test is run again
+//! after the fix and must pass there; an example whose failure cannot be checked is refused.
+
+use std::path::Path;
+
+use reproagent::reproduce::{keyfree, Outcome, Status};
+use reproagent::sandbox::runners::TestStatus;
+
+use crate::common::*;
+use crate::reproduce::run_in;
+
+fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (p, text) in files {
+        let path = dir.path().join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    dir
+}
+
+fn keyfree_run(root: &Path, issue: &str) -> Outcome {
+    index_with(root, 2, false);
+    keyfree::run(&keyfree_request(root, &root.join("issue-7.md"), issue)).unwrap()
+}
+
+/// Reproduced on the buggy tree, and the same test passes on the fixed one.
+fn reproduced_and_fixed(buggy: &[(&str, &str)], fix: (&str, &str), issue: &str) -> Outcome {
+    let repo = tree(buggy);
+    let o = keyfree_run(repo.path(), issue);
+    assert_eq!(o.status, Status::Reproduced, "{}\n{}", o.reason, o.test_code.as_deref().unwrap_or(""));
+    let mut files: Vec<(&str, &str)> = buggy.iter().filter(|(p, _)| *p != fix.0).copied().collect();
+    files.push(fix);
+    let fixed = tree(&files);
+    let path = o.test_path.clone().unwrap();
+    let code = o.test_code.clone().unwrap();
+    assert_eq!(run_in(fixed.path(), &path, &code, "pytest"), TestStatus::Passed, "must pass after the fix:\n{code}");
+    o
+}
+
+// A library whose default list is shared between callers: one test module's append
+// shows up in the next module.
+const TAGS_BUGGY: &str = "_DEFAULT = []\n\n\ndef default_tags():\n    return _DEFAULT\n";
+const TAGS_FIXED: &str = "_DEFAULT = []\n\n\ndef default_tags():\n    return list(_DEFAULT)\n";
+const TAGS_TEST: &str = "from tagbag import default_tags\n\n\ndef test_empty():\n    assert default_tags() == []\n";
+
+#[test]
+fn two_test_modules_run_in_a_subprocess_and_the_summary_is_the_assertion() {
+    let issue = "default_tags leaks between test modules\n\nTwo modules in a fresh directory.\n\n`test_module_1.py`:\n\n```python\nfrom tagbag import default_tags\n\ndef test_add():\n    tags = default_tags()\n    tags.append(\"urgent\")\n    assert tags == [\"urgent\"]\n```\n\n`test_module_2.py`:\n\n```python\nfrom tagbag import default_tags\n\ndef test_fresh():\n    assert default_tags() == []\n```\n\nRunning `pytest -q test_module_1.py test_module_2.py` gives\n\n```\n.F\n1 failed, 1 passed in 0.03s\n```\n\nI expected 2 passed: each call should get its own list.\n";
+    let o = reproduced_and_fixed(
+        &[("tagbag/__init__.py", TAGS_BUGGY), ("tests/test_tags.py", TAGS_TEST)],
+        ("tagbag/__init__.py", TAGS_FIXED),
+        issue,
+    );
+    let code = o.test_code.unwrap();
+    assert!(
+        code.contains("\"test_module_2.py\": textwrap.dedent(\"\"\"\\\n    from tagbag import default_tags"),
+        "{code}"
+    );
+    assert!(code.contains("subprocess.run("), "{code}");
+    assert!(code.contains("assert got.get(\"passed\", 0) == 2"), "{code}");
+    assert!(o.failure.unwrap().contains("outcome failed=1 passed=1;"));
+}
+
+const UNITS_BUGGY: &str =
+    "FACTORS = {'m': 1, 'km': 1000}\n\n\ndef to_metres(value, unit):\n    return value * FACTORS[unit.lower()]\n";
+const UNITS_FIXED: &str =
+    "FACTORS = {'m': 1, 'km': 1000, 'cm': 0.01}\n\n\ndef to_metres(value, unit):\n    return value * FACTORS[unit.lower()]\n";
+
+#[test]
+fn a_script_and_its_helper_run_with_python_and_the_reported_error_must_not_appear() {
+    let issue = "to_metres does not know centimetres\n\n`helper.py`:\n\n```python\nLENGTHS = [(3, 'km'), (20, 'CM')]\n```\n\n`main.py`:\n\n```python\nfrom helper import LENGTHS\nfrom units import to_metres\n\nprint(sum(to_metres(v, u) for v, u in LENGTHS))\n```\n\n```\n$ python main.py\nTraceback (most recent call last):\n  File \"/home/me/main.py\", line 4, in <module>\n  File \"/usr/lib/python3/site-packages/units/__init__.py\", line 5, in to_metres\nKeyError: 'cm'\n```\n";
+    let o = reproduced_and_fixed(&[("units/__init__.py", UNITS_BUGGY)], ("units/__init__.py", UNITS_FIXED), issue);
+    let code = o.test_code.unwrap();
+    assert!(code.contains("[sys.executable, \"main.py\"]"), "{code}");
+    assert!(code.contains("assert \"KeyError: 'cm'\" not in output"), "{code}");
+}
+
+// A pytest plugin that tests itself with pytester; its --skip-slow option looks for the
+// wrong marker name.
+const PLUG_BUGGY: &str = "import pytest\n\n\ndef pytest_addoption(parser):\n    parser.addoption(\"--skip-slow\", action=\"store_true\", help=\"skip tests marked slow\")\n\n\ndef pytest_configure(config):\n    config.addinivalue_line(\"markers\", \"slow: a slow test\")\n\n\ndef pytest_collection_modifyitems(config, items):\n    if not config.getoption(\"--skip-slow\"):\n        return\n    for item in items:\n        if item.get_closest_marker(\"slows\"):\n            item.add_marker(pytest.mark.skip(reason=\"--skip-slow\"))\n";
+const PLUG_CONFTEST: &str = "pytest_plugins = \"pytester\"\n";
+const PLUG_TEST: &str = "def test_option_is_known(pytester):\n    pytester.makeconftest(\"pytest_plugins = ['slowskip']\")\n    pytester.makepyfile(\"def test_a():\\n    pass\\n\")\n    result = pytester.runpytest(\"--skip-slow\")\n    result.assert_outcomes(passed=1)\n";
+
+#[test]
+fn a_project_testing_itself_with_pytester_gets_a_pytester_test() {
+    let issue = "--skip-slow does not skip\n\nconftest.py:\n\n```python\npytest_plugins = [\"slowskip\"]\n```\n\ntest_slow.py:\n\n```python\nimport pytest\n\n@pytest.mark.slow\ndef test_slow():\n    assert 0, \"ran\"\n```\n\n```python\n# test_fast.py\ndef test_fast():\n    pass\n```\n\nWith `pytest --skip-slow -q` the slow test should be skipped, but it runs:\n\n```\nF.\n1 failed, 1 passed in 0.02s\n```\n";
+    let o = reproduced_and_fixed(
+        &[("slowskip.py", PLUG_BUGGY), ("conftest.py", PLUG_CONFTEST), ("tests/test_slowskip.py", PLUG_TEST)],
+        ("slowskip.py", &PLUG_BUGGY.replace("\"slows\"", "\"slow\"")),
+        issue,
+    );
+    let code = o.test_code.unwrap();
+    assert!(code.contains("(pytester):\n    pytester.makeconftest(FILES[\"conftest.py\"])\n"), "{code}");
+    assert!(code.contains("pytester.makepyfile(test_slow=FILES[\"test_slow.py\"])"), "{code}");
+    assert!(code.contains("pytester.runpytest(*[\"--skip-slow\", \"-q\"])"), "{code}");
+    assert!(code.contains("got.get(\"skipped\", 0) >= 1"), "{code}");
+}
+
+#[test]
+fn a_multi_file_example_that_passes_today_is_not_claimed() {
+    // Already fixed: the run meets the expectation, so the test passes and no claim is made.
+    let repo = tree(&[("tagbag/__init__.py", TAGS_FIXED), ("tests/test_tags.py", TAGS_TEST)]);
+    let issue = "default_tags leaks\n\n`test_module_1.py`:\n\n```python\nfrom tagbag import default_tags\n\ndef test_add():\n    default_tags().append(1)\n```\n\n`test_module_2.py`:\n\n```python\nfrom tagbag import default_tags\n\ndef test_fresh():\n    assert default_tags() == []\n```\n\n```\n$ pytest test_module_1.py test_module_2.py\n==== 1 failed, 1 passed in 0.03s ====\n```\n\nExpected 2 passed.\n";
+    let o = keyfree_run(repo.path(), issue);
+    assert_eq!(o.status, Status::NotReproduced, "{}", o.reason);
+    assert!(o.reason.contains("runs without the reported error today"), "{}", o.reason);
+}
+
+#[test]
+fn a_multi_file_example_without_a_checkable_failure_is_refused() {
+    let repo = tree(&[("tagbag/__init__.py", TAGS_BUGGY)]);
+    let issue = "odd tags\n\n`test_module_1.py`:\n\n```python\ndef test_a():\n    pass\n```\n\n`test_module_2.py`:\n\n```python\ndef test_b():\n    pass\n```\n\nSomething is off when both run.\n";
+    let o = keyfree_run(repo.path(), issue);
+    assert_eq!(o.status, Status::NotReproduced);
+    assert!(o.reason.contains("test_module_1.py, test_module_2.py"), "{}", o.reason);
+    assert!(o.reason.contains("no assertion can be checked"), "{}", o.reason);
+}
