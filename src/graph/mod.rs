@@ -11,6 +11,12 @@ use thiserror::Error;
 
 use crate::store::{Store, StoreError};
 
+mod lookup;
+pub use lookup::{
+    callees_on_line, entities_at, entities_named, file_of_type, files, import_counts, test_function_counts,
+    tests_reaching_file, top_level_definitions, FileInfo,
+};
+
 #[derive(Debug, Error)]
 pub enum GraphError {
     #[error(transparent)]

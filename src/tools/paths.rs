@@ -8,8 +8,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Component, Path, PathBuf};
 use std::time::SystemTime;
 
-use cozo::DataValue;
-
 use super::ToolError;
 use crate::store::Store;
 
@@ -138,9 +136,8 @@ impl Freshness {
         if self.root.as_deref() != Some(root) {
             self.root = Some(root.to_path_buf());
         }
-        let r = store.query("?[path, hash] := *file{path, hash}", BTreeMap::new())?;
         let stored: BTreeMap<String, String> =
-            r.rows.iter().map(|row| (row[0].get_str().unwrap_or("").to_string(), str_of(&row[1]))).collect();
+            crate::graph::files(store)?.into_iter().map(|f| (f.path, f.hash)).collect();
         let mut changed = Vec::new();
         for (path, hash) in &stored {
             match self.hash_of(&root.join(path)) {
@@ -188,8 +185,4 @@ impl Freshness {
         self.seen.insert(path.to_path_buf(), (key.0, key.1, h.clone()));
         Some(h)
     }
-}
-
-fn str_of(v: &DataValue) -> String {
-    v.get_str().unwrap_or("").to_string()
 }
