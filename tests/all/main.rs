@@ -1,5 +1,7 @@
 //! One integration-test binary; each module is one area of the product.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or a benchmark stops at the first surprise
+
 mod bench;
 mod bench_mine;
 mod bounds;
