@@ -14,6 +14,7 @@ mod fixtures;
 mod index;
 mod interrupt;
 mod keyfree_body;
+mod layering;
 mod localize;
 mod mcp;
 mod model;
