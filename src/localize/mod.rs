@@ -3,7 +3,7 @@
 //! keyword index. The first stage of the key-free reproduce mode, and the baseline the
 //! model's localization stage is compared against.
 
-pub mod issue;
+pub(crate) mod issue;
 
 use std::collections::{BTreeMap, HashMap};
 

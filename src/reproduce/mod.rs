@@ -5,10 +5,10 @@
 //! Markdown report beside them. This module holds those artifact types, the run
 //! directory and the outcome; [`keyfree`] is the mode that needs no model.
 
-pub mod agent;
+pub(crate) mod agent;
 mod body;
 pub mod conventions;
-pub mod form;
+pub(crate) mod form;
 pub mod keyfree;
 pub mod pipeline;
 mod synth;

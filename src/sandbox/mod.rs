@@ -14,11 +14,11 @@ pub mod copy;
 pub mod docker;
 pub mod env;
 pub mod image;
-pub mod interrupt;
-pub mod jail;
+pub(crate) mod interrupt;
+pub(crate) mod jail;
 pub mod local;
 pub mod owner;
-pub mod policy;
+pub(crate) mod policy;
 pub mod runners;
 pub mod tools;
 

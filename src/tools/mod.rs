@@ -7,12 +7,12 @@
 //! panic; every output is bounded and says when it was truncated and how to get the rest.
 //! Every path is relative to the repository root and checked to stay inside it.
 
-pub mod fs;
+pub(crate) mod fs;
 pub mod graph;
 mod paths;
-pub mod runtime;
+pub(crate) mod runtime;
 pub mod search;
-pub mod thinking;
+pub(crate) mod thinking;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
