@@ -173,8 +173,8 @@ impl LocalSandbox {
         let _guard = GroupGuard(pgid);
         let _interrupt = pgid.map(super::interrupt::register_group);
         let limit = self.limits.output_bytes;
-        let out_task = tokio::spawn(read_capped(child.stdout.take(), limit));
-        let err_task = tokio::spawn(read_capped(child.stderr.take(), limit));
+        let out_task = read_capped(child.stdout.take(), limit);
+        let err_task = read_capped(child.stderr.take(), limit);
 
         let (status, timed_out) = match tokio::time::timeout(req.timeout, child.wait()).await {
             Ok(s) => (Some(s.map_err(|e| SandboxError::io("waiting for the command", e))?), false),
@@ -186,8 +186,12 @@ impl LocalSandbox {
             Some(s) => s,
             None => child.wait().await.map_err(|e| SandboxError::io("waiting for the command", e))?,
         };
-        let out = join_capture(out_task, limit).await;
-        let err = join_capture(err_task, limit).await;
+        let (out, out_held) = join_capture(out_task, limit).await;
+        let (err, err_held) = join_capture(err_task, limit).await;
+        if out_held || err_held {
+            // The escaped process is still in the sandbox: it does not outlive the command.
+            super::owner::kill_inside(&self.root);
+        }
         let mut o = output_from(out, err);
         use std::os::unix::process::ExitStatusExt;
         o.exit_code = status.code().map(i64::from).or_else(|| status.signal().map(|s| 128 + i64::from(s)));
@@ -254,33 +258,58 @@ impl Drop for GroupGuard {
     }
 }
 
-async fn read_capped<R: tokio::io::AsyncRead + Unpin>(r: Option<R>, limit: usize) -> Capture {
-    let mut cap = Capture::new(limit);
-    if let Some(mut r) = r {
-        let mut buf = vec![0u8; 16 << 10];
-        while let Ok(n) = r.read(&mut buf).await {
-            if n == 0 {
-                break;
+/// What a reader has captured so far, shared so that a reader given up on still gives
+/// what it read.
+type Shared = std::sync::Arc<std::sync::Mutex<Capture>>;
+
+fn read_capped<R: tokio::io::AsyncRead + Unpin + Send + 'static>(
+    r: Option<R>,
+    limit: usize,
+) -> (tokio::task::JoinHandle<()>, Shared) {
+    let cap: Shared = std::sync::Arc::new(std::sync::Mutex::new(Capture::new(limit)));
+    let into = cap.clone();
+    let task = tokio::spawn(async move {
+        if let Some(mut r) = r {
+            let mut buf = vec![0u8; 16 << 10];
+            while let Ok(n) = r.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                if let Ok(mut c) = into.lock() {
+                    c.push(&buf[..n]);
+                }
             }
-            cap.push(&buf[..n]);
         }
-    }
-    cap
+    });
+    (task, cap)
 }
 
-/// A reader blocked by a process that escaped the group is abandoned after a grace period.
-async fn join_capture(task: tokio::task::JoinHandle<Capture>, limit: usize) -> Capture {
+/// What a process that escaped the command's process group (`setsid`, a daemon) and
+/// still holds its stdout or stderr open is told in the output.
+pub(crate) const ESCAPED_NOTE: &str =
+    "\n[reproagent: stopped reading: a process that left the command's process group still holds this stream open]\n";
+
+/// The capture of a finished command. A reader blocked by a process that escaped the
+/// group is given up on after a grace period, keeping what it read, with a note.
+async fn join_capture((task, cap): (tokio::task::JoinHandle<()>, Shared), limit: usize) -> (Capture, bool) {
     let abort = task.abort_handle();
-    match tokio::time::timeout(Duration::from_secs(2), task).await {
-        Ok(Ok(c)) => c,
-        _ => {
-            abort.abort();
-            let mut c = Capture::new(limit);
-            c.push(b"");
-            c
-        }
+    let held = tokio::time::timeout(ESCAPED_GRACE, task).await.is_err();
+    if held {
+        abort.abort();
     }
+    let mut c = match cap.lock() {
+        Ok(mut g) => std::mem::replace(&mut *g, Capture::new(limit)),
+        Err(_) => Capture::new(limit),
+    };
+    if held {
+        c.push(ESCAPED_NOTE.as_bytes());
+    }
+    (c, held)
 }
+
+/// How long the output of a finished command is still read: an escaped process that
+/// holds the pipe does not hold the run.
+const ESCAPED_GRACE: Duration = Duration::from_secs(2);
 
 impl Sandbox for LocalSandbox {
     fn kind(&self) -> SandboxKind {

@@ -280,6 +280,33 @@ async fn output_is_bounded(sb: &dyn Sandbox, _repo: &Path) {
     assert_eq!(out.stderr, "e".repeat(10));
 }
 
+/// A process that leaves the command's process group (`setsid`) and keeps its stdout
+/// open: the output read until then is kept, the run ends with the command, and (in the
+/// local sandbox, where the group kill cannot reach it) the escaped process is killed.
+async fn an_escaped_process_holding_the_output_loses_nothing(sb: &dyn Sandbox, _repo: &Path) {
+    // The parent waits until the child has left the group, or the group kill at its exit
+    // would take the child too.
+    let out = sh(
+        sb,
+        "t=${TMPDIR:-/tmp}/escaped.$$; echo before; setsid sh -c \"touch $t; exec sleep 60\" & echo pid=$!; \
+         while [ ! -e $t ]; do sleep 0.05; done; echo after; exit 3",
+    )
+    .await;
+    assert_eq!(out.exit_code, Some(3), "{out:?}");
+    assert!(!out.timed_out, "{out:?}");
+    assert!(out.stdout.contains("before") && out.stdout.contains("after"), "the output was lost: {out:?}");
+    if sb.kind() == SandboxKind::Local {
+        assert!(out.stdout.contains("still holds this stream open"), "the output says why it stopped: {out:?}");
+        let pid = out.stdout.lines().find_map(|l| l.strip_prefix("pid=")).expect("pid").trim().to_string();
+        let gone = (0..40).any(|_| {
+            std::thread::sleep(Duration::from_millis(50));
+            !Path::new(&format!("/proc/{pid}")).exists()
+                || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
+        });
+        assert!(gone, "the escaped process {pid} outlived the command");
+    }
+}
+
 macro_rules! suite {
     ($($name:ident $(memory = $mem:expr)?),* $(,)?) => {
         mod local {
@@ -334,6 +361,7 @@ suite! {
     refuses_dangerous_commands,
     run_python_imports_the_repo,
     output_is_bounded,
+    an_escaped_process_holding_the_output_loses_nothing,
 }
 
 // ---- Docker only: cleanup on every exit path, clean, prepare, the auto choice ----
