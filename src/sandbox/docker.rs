@@ -59,8 +59,42 @@ pub struct DockerSandbox {
     output_bytes: usize,
     /// The cgroup's OOM-kill count after the last command.
     oom_kills: AtomicU64,
+    disk_quota: DiskQuota,
     /// Removes the container on Ctrl-C, whatever the owner is doing then.
     _interrupt: super::interrupt::Registration,
+}
+
+/// The disk quota of a container's writable layer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DiskQuota {
+    /// The engine enforces this many bytes.
+    Bytes(u64),
+    /// The storage driver has no quota: the engine's reason.
+    Unsupported(String),
+    /// An adopted container: what it was created with is not known here.
+    Unknown,
+}
+
+impl std::fmt::Display for DiskQuota {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DiskQuota::Bytes(b) => write!(f, "disk quota {} MiB", b >> 20),
+            DiskQuota::Unsupported(why) => {
+                write!(f, "no disk quota: the storage driver does not support one ({why})")
+            }
+            DiskQuota::Unknown => write!(f, "disk quota unknown (a container created elsewhere)"),
+        }
+    }
+}
+
+/// The engine's refusal of `--storage-opt size=` on a driver without quotas.
+fn quota_refused(e: &bollard::errors::Error) -> bool {
+    let m = e.to_string().to_lowercase();
+    m.contains("storage-opt") || m.contains("storage opt") || m.contains("storageopt") || m.contains("quota")
+}
+
+fn first_line(s: &str) -> String {
+    crate::extract::truncate(s.lines().next().unwrap_or("").trim().to_string(), 200)
 }
 
 impl DockerSandbox {
@@ -82,7 +116,7 @@ impl DockerSandbox {
             (super::owner::OWNER_LABEL.to_string(), super::owner::this_process()),
         ]);
         let memory = i64::try_from(limits.memory_bytes).unwrap_or(i64::MAX);
-        let host = HostConfig {
+        let mut host = HostConfig {
             memory: Some(memory),
             memory_swap: Some(memory),
             nano_cpus: Some((limits.cpus * 1e9) as i64),
@@ -91,7 +125,11 @@ impl DockerSandbox {
             security_opt: Some(vec!["no-new-privileges".into()]),
             ..Default::default()
         };
-        let body = ContainerCreateBody {
+        // A disk quota where the storage driver has one (overlay2 on xfs with pquota,
+        // btrfs, zfs, devicemapper); the engine refuses the option elsewhere, and the
+        // container is created without it, saying so.
+        host.storage_opt = Some(HashMap::from([("size".to_string(), format!("{}", limits.disk_bytes))]));
+        let mut body = ContainerCreateBody {
             image: Some(config.image.clone()),
             cmd: Some(vec!["sh".into(), "-c".into(), KEEPALIVE.into()]),
             working_dir: Some("/".into()),
@@ -103,8 +141,25 @@ impl DockerSandbox {
         };
         let opts =
             CreateContainerOptions { name: Some(format!("reproagent-{}", config.session)), ..Default::default() };
-        let id = docker.create_container(Some(opts), body).await?.id;
-        Self::adopt(docker, id, &config).await
+        let (id, quota) = match docker.create_container(Some(opts.clone()), body.clone()).await {
+            Ok(c) => (c.id, DiskQuota::Bytes(limits.disk_bytes)),
+            Err(e) if quota_refused(&e) => {
+                if let Some(h) = body.host_config.as_mut() {
+                    h.storage_opt = None;
+                }
+                let id = docker.create_container(Some(opts), body).await?.id;
+                (id, DiskQuota::Unsupported(first_line(&e.to_string())))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let mut sb = Self::adopt(docker, id, &config).await?;
+        sb.disk_quota = quota;
+        Ok(sb)
+    }
+
+    /// The disk quota the container got, or why it has none.
+    pub fn disk_quota(&self) -> &DiskQuota {
+        &self.disk_quota
     }
 
     /// Take charge of a created container: start it and upload the repository. From
@@ -124,6 +179,7 @@ impl DockerSandbox {
             closed: AtomicBool::new(false),
             output_bytes: config.limits.output_bytes,
             oom_kills: AtomicU64::new(0),
+            disk_quota: DiskQuota::Unknown,
             _interrupt,
         };
         sb.docker.start_container(&sb.id, None::<bollard::query_parameters::StartContainerOptions>).await?;

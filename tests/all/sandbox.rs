@@ -426,6 +426,59 @@ mod docker_lifecycle {
         assert!(left(&s4).await.is_empty(), "left after a panic");
     }
 
+    /// The container's writable layer gets a disk quota where the storage driver has one
+    /// (then writing past it fails); where it has none, the sandbox says so with the
+    /// engine's reason, in the reason `open` returns (printed and recorded in run.json).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_disk_quota_is_applied_or_its_absence_said() {
+        if skip_docker() {
+            return;
+        }
+        let _engine = ENGINE.read().await;
+        let repo = make_repo();
+        // Does this engine take a quota at all? Ask it directly.
+        let d = dk::connect().await.expect("docker");
+        let probe = bollard::models::ContainerCreateBody {
+            image: Some(IMAGE.into()),
+            cmd: Some(vec!["true".into()]),
+            host_config: Some(bollard::models::HostConfig {
+                storage_opt: Some([("size".to_string(), "1G".to_string())].into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let supported = match d.create_container(None::<bollard::query_parameters::CreateContainerOptions>, probe).await
+        {
+            Ok(c) => {
+                let _ = d
+                    .remove_container(
+                        &c.id,
+                        Some(bollard::query_parameters::RemoveContainerOptions { force: true, ..Default::default() }),
+                    )
+                    .await;
+                true
+            }
+            Err(_) => false,
+        };
+        let mut config = SandboxConfig::new(repo.path(), IMAGE);
+        config.limits.disk_bytes = 128 << 20;
+        let opened = reproagent::sandbox::open(reproagent::sandbox::Choice::Docker, config).await.expect("open");
+        if supported {
+            assert!(opened.reason.contains("disk quota 128 MiB"), "{}", opened.reason);
+            let out = sh(opened.sandbox.as_ref(), "dd if=/dev/zero of=/tmp/fill bs=1M count=256").await;
+            assert!(!out.success(), "256 MiB were written under a 128 MiB quota: {out:?}");
+        } else {
+            assert!(
+                opened.reason.contains("no disk quota: the storage driver does not support one (")
+                    && opened.reason.contains("storage-opt"),
+                "{}",
+                opened.reason
+            );
+            assert!(sh(opened.sandbox.as_ref(), "true").await.success(), "the sandbox still runs without a quota");
+        }
+        opened.sandbox.close().await.expect("close");
+    }
+
     /// Ctrl-C on `reproagent sandbox exec`: the CLI removes its container before exiting.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn no_container_left_after_interrupt() {
