@@ -105,6 +105,7 @@ fn keep_run(ws: &Workspace, run_dir: &str) {
 /// counts too: the harness, not the reproducer, decides whether it reproduces).
 fn from_outcome(o: &reproduce::Outcome) -> Result<Candidate, String> {
     let claimed = Some(o.status.as_str().to_string());
+    let probe = o.probe.and_then(|p| serde_json::to_value(p).ok()).and_then(|v| v.as_str().map(str::to_string));
     match (&o.test_path, &o.test_code, o.status) {
         (Some(p), Some(c), _) => Ok(Candidate {
             files: vec![(p.clone(), c.clone())],
@@ -112,6 +113,7 @@ fn from_outcome(o: &reproduce::Outcome) -> Result<Candidate, String> {
             claimed,
             reason: Some(o.reason.clone()),
             only: Vec::new(),
+            probe,
         }),
         (_, _, Status::Error) => Err(format!("reproduce ended in error: {}", o.reason)),
         _ => Ok(Candidate { claimed, reason: Some(o.reason.clone()), ..Candidate::default() }),

@@ -118,6 +118,9 @@ pub struct CaseResult {
     pub test_files: Vec<String>,
     /// The adapter's own verdict (`reproduced`, `not reproduced`...), when it gives one.
     pub claimed: Option<String>,
+    /// The pipeline's fix probe on its test: `passes`, `fails` or `no_fix`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<String>,
     pub cost_usd: f64,
     pub model_calls: u32,
     pub prompt_tokens: u64,

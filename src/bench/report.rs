@@ -46,6 +46,12 @@ pub fn markdown(records: &[BenchRecord]) -> String {
         s.push_str(&table.markdown());
         s.push('\n');
     }
+    if let Some(t) = probe_table(&runs) {
+        let _ = writeln!(s, "## Fix probe against the gold fail-to-pass\n");
+        s.push_str(&t.markdown());
+        s.push('\n');
+        let _ = writeln!(s, "{PROBE_NOTE}\n");
+    }
     s.push_str("## How to read this\n\n");
     for n in NOTES {
         let _ = writeln!(s, "- {n}");
@@ -80,6 +86,11 @@ pub fn html(records: &[BenchRecord]) -> String {
     s.push_str(&chart_cost(&runs));
     s.push_str("<h2>Per case</h2>\n");
     s.push_str(&case_table(&runs).html());
+    if let Some(t) = probe_table(&runs) {
+        s.push_str("<h2>Fix probe against the gold fail-to-pass</h2>\n");
+        s.push_str(&t.html());
+        let _ = writeln!(s, "<p class=\"note\">{}</p>", esc(PROBE_NOTE));
+    }
     s.push_str("<h2>How to read this</h2>\n<ul>\n");
     for n in NOTES {
         let _ = writeln!(s, "<li>{}</li>", esc(n));
@@ -395,6 +406,42 @@ fn summary_table(runs: &[Run]) -> Table {
         })
         .collect();
     Table { head: head.iter().map(|h| h.to_string()).collect(), right: Vec::new(), rows }.align_from(2)
+}
+
+const PROBE_NOTE: &str = "The pipeline's fix probe applies a fix the model proposed in a sandbox copy and says whether the test then passes. It agrees with the gold run when it says `passes` on a case the harness scored fail-to-pass, or `fails` on one it did not; `no fix` cases say nothing and are left out of the agreement.";
+
+/// How often the fix probe's verdict agreed with the gold fail-to-pass, per run that
+/// recorded probes; `None` when no run did.
+fn probe_table(runs: &[Run]) -> Option<Table> {
+    let head = ["run", "probed", "passes", "fails", "no fix", "agreed", "passes but not F→P", "fails but F→P"];
+    let rows: Vec<Vec<Cell>> = runs
+        .iter()
+        .filter_map(|r| {
+            let probed: Vec<&CaseResult> =
+                r.record.cases.iter().filter(|c| c.status != CaseStatus::Invalid && c.probe.is_some()).collect();
+            if probed.is_empty() {
+                return None;
+            }
+            let is = |c: &CaseResult, p: &str| c.probe.as_deref() == Some(p);
+            let n = |f: &dyn Fn(&CaseResult) -> bool| probed.iter().filter(|c| f(c)).count();
+            let judged = n(&|c| !is(c, "no_fix"));
+            let agreed = n(&|c| (is(c, "passes") && c.fail_to_pass) || (is(c, "fails") && !c.fail_to_pass));
+            Some(vec![
+                Cell { swatch: Some(r.color), ..Cell::new(&r.record.run_id) },
+                Cell::num(probed.len().to_string()),
+                Cell::num(n(&|c| is(c, "passes")).to_string()),
+                Cell::num(n(&|c| is(c, "fails")).to_string()),
+                Cell::num(n(&|c| is(c, "no_fix")).to_string()),
+                Cell::num(frac_pct(agreed, judged)),
+                Cell::num(n(&|c| is(c, "passes") && !c.fail_to_pass).to_string()),
+                Cell::num(n(&|c| is(c, "fails") && c.fail_to_pass).to_string()),
+            ])
+        })
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    Some(Table { head: head.iter().map(|h| h.to_string()).collect(), right: Vec::new(), rows }.align_from(1))
 }
 
 /// Every language any run has, sorted.
@@ -753,6 +800,7 @@ mod tests {
             test_patch: None,
             test_files: if scored { vec!["tests/test_x.py".into()] } else { Vec::new() },
             claimed: None,
+            probe: None,
             cost_usd: 0.0,
             model_calls: 0,
             prompt_tokens: 0,
@@ -994,5 +1042,30 @@ mod tests {
         let recs = vec![record("a", named("gold"), vec![]), record("b", named("gold"), vec![])];
         let labels: Vec<String> = runs(&recs).into_iter().map(|r| r.label).collect();
         assert_eq!(labels, vec!["gold [a]", "gold [b]"]);
+    }
+
+    #[test]
+    fn the_probe_table_shows_how_often_the_probe_agreed_with_the_gold_fail_to_pass() {
+        // No run recorded a probe: no table.
+        assert!(!markdown(&records()).contains("Fix probe"));
+        let probed = |id: &str, f2p: bool, probe: &str| {
+            let mut c = case(id, "python", CaseStatus::Scored, true, f2p);
+            c.probe = Some(probe.into());
+            c
+        };
+        let cases = vec![
+            probed("a", true, "passes"),
+            probed("b", true, "passes"),
+            probed("c", false, "fails"),
+            probed("d", false, "passes"),
+            probed("e", true, "fails"),
+            probed("f", true, "no_fix"),
+            case("g", "python", CaseStatus::Scored, true, true),
+        ];
+        let md = markdown(&[record("r9-pipeline", named("pipeline"), cases)]);
+        assert!(md.contains("## Fix probe against the gold fail-to-pass"), "{md}");
+        // 6 probed: 3 passes, 2 fails, 1 no fix; agreed on a, b, c of the 5 with a verdict.
+        assert_eq!(row(&md, "| r9-pipeline | 6 |"), "| r9-pipeline | 6 | 3 | 2 | 1 | 3/5 (60%) | 1 | 1 |");
+        assert!(html(&[record("r9", named("pipeline"), vec![probed("a", true, "passes")])]).contains("Fix probe"));
     }
 }

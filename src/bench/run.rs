@@ -158,6 +158,7 @@ fn blank(case_id: String, language: String) -> CaseResult {
         test_patch: None,
         test_files: Vec::new(),
         claimed: None,
+        probe: None,
         cost_usd: 0.0,
         model_calls: 0,
         prompt_tokens: 0,
@@ -264,6 +265,7 @@ fn score_case(adapter: &dyn Adapter, opts: &BenchOptions, case: &Case, out: &Pat
         Err(why) => return adapter_error(r, why),
     };
     r.claimed = candidate.claimed.clone();
+    r.probe = candidate.probe.clone();
     let patch = candidate.as_patch(work.path());
     if !patch.trim().is_empty() {
         let _ = std::fs::write(out.join("candidate.patch"), &patch);

@@ -29,6 +29,8 @@ pub struct Candidate {
     /// files: a gold test file's other tests may fail for reasons that are not the case's.
     /// Empty, or an id that names no test of the files: the whole files run.
     pub only: Vec<String>,
+    /// The pipeline's fix probe verdict on its test (`passes`, `fails`, `no_fix`).
+    pub probe: Option<String>,
 }
 
 impl Candidate {

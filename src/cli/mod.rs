@@ -38,7 +38,7 @@ pub enum Command {
     Localize(localize::LocalizeArgs),
     /// The test conventions for some suspect code: framework, test module, command.
     Conventions(conventions::ConventionsArgs),
-    Reproduce(reproduce::ReproduceArgs),
+    Reproduce(Box<reproduce::ReproduceArgs>),
     /// Environment images and one-off commands in the sandbox.
     Sandbox(sandbox::SandboxArgs),
     /// Run one agent tool and print its JSON output.
@@ -64,7 +64,7 @@ pub fn main() -> i32 {
         Command::Search(a) => search::run(a),
         Command::Localize(a) => localize::run(a),
         Command::Conventions(a) => conventions::run(a),
-        Command::Reproduce(a) => match reproduce::run(a) {
+        Command::Reproduce(a) => match reproduce::run(*a) {
             Ok(code) => return code,
             Err(e) => Err(e),
         },

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::model::{resolve_from_process, ChatModel, HttpModel, ModelError, Recorder, Replayer};
+use crate::reproduce::agent::{Limits, ToolProtocol};
 use crate::reproduce::{keyfree, pipeline, Outcome, Request, Status};
 use crate::sandbox::Choice;
 
@@ -50,8 +51,40 @@ pub struct ReproduceArgs {
     /// Seconds a test run may take.
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=3_600))]
     pub timeout: u64,
+    /// The model of the independent review: another model name on the same endpoint
+    /// (default: `[model] review_model` in reproagent.toml, else the run's model).
+    #[arg(long, env = "REPROAGENT_REVIEW_MODEL")]
+    pub review_model: Option<String>,
+    /// Do not ask the review for JSON mode (`response_format`); its verdict is still
+    /// schema-checked. Without this flag JSON mode is dropped by itself when the endpoint
+    /// refuses it.
+    #[arg(long)]
+    pub no_json_mode: bool,
+    /// Skip the fix probe (a proposed fix applied in a sandbox copy, with which the
+    /// accepted test must pass).
+    #[arg(long)]
+    pub no_probe: bool,
+    /// Stop the run cleanly after this many model calls (outcome `budget`, exit 3).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_calls: Option<u32>,
+    /// Stop the run cleanly once it has spent this many US dollars (outcome `budget`,
+    /// exit 3); calls of a model without a known price count 0.
+    #[arg(long, value_parser = parse_cost)]
+    pub max_cost: Option<f64>,
+    /// How tools are offered: `native` tool calls, `text` (JSON in the answer's text, for
+    /// endpoints without tool calling), or `auto` (native, switching to text when the
+    /// endpoint refuses tools or answers a tool call in text).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub tool_protocol: ToolProtocol,
     #[arg(long)]
     pub json: bool,
+}
+
+fn parse_cost(s: &str) -> Result<f64, String> {
+    match s.trim().trim_start_matches('$').parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("{s:?} is not an amount of US dollars above 0 (e.g. 0.50)")),
+    }
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -110,7 +143,24 @@ fn run_request(args: &ReproduceArgs) -> anyhow::Result<i32> {
     };
     if args.model != "none" {
         let model = build_model(args)?;
-        let outcome = pipeline::run(&req, model.as_ref()).map_err(|e| super::with_hint(e.to_string(), e.hint()))?;
+        let review_model = match &args.review_model {
+            Some(m) => Some(m.clone()),
+            None => {
+                crate::model::config::FileConfig::load(&args.repo)
+                    .map_err(|e| super::with_hint(e.to_string(), e.hint().as_deref()))?
+                    .model
+                    .review_model
+            }
+        };
+        let opts = pipeline::Options {
+            review_model: review_model.filter(|m| !m.trim().is_empty()),
+            json_mode: !args.no_json_mode,
+            probe: !args.no_probe,
+            limits: Limits { max_calls: args.max_calls, max_cost_usd: args.max_cost },
+            tool_protocol: args.tool_protocol,
+        };
+        let outcome =
+            pipeline::run_with(&req, model.as_ref(), &opts).map_err(|e| super::with_hint(e.to_string(), e.hint()))?;
         return show(args, &outcome);
     }
     let outcome = keyfree::run(&req).map_err(|e| super::with_hint(e.to_string(), e.hint()))?;
@@ -157,12 +207,17 @@ fn show(args: &ReproduceArgs, outcome: &Outcome) -> anyhow::Result<i32> {
         if let Some(cmd) = &outcome.command {
             println!("run it with: {cmd}");
         }
+        if let Some(p) = outcome.probe {
+            println!("fix probe: {}", p.as_str());
+        }
         println!("report: {}/report.md", outcome.run_dir);
     }
-    // Exit 0 when reproduced, 2 when not, 1 for errors: scripts can branch on it.
+    // Exit 0 when reproduced, 2 when not, 1 for errors, 3 when the budget ran out:
+    // scripts can branch on it.
     Ok(match outcome.status {
         Status::Reproduced => 0,
         Status::NotReproduced => 2,
         Status::Error => 1,
+        Status::Budget => 3,
     })
 }

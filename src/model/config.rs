@@ -75,6 +75,8 @@ pub struct ModelOverrides {
     pub timeout_secs: Option<u64>,
     pub max_retries: Option<u32>,
     pub retry_budget_secs: Option<u64>,
+    /// The model of `reproduce`'s independent review, on the same endpoint (`--review-model`).
+    pub review_model: Option<String>,
 }
 
 impl ModelOverrides {
@@ -91,6 +93,7 @@ impl ModelOverrides {
             timeout_secs: self.timeout_secs.or(lower.timeout_secs),
             max_retries: self.max_retries.or(lower.max_retries),
             retry_budget_secs: self.retry_budget_secs.or(lower.retry_budget_secs),
+            review_model: self.review_model.clone().or_else(|| lower.review_model.clone()),
         }
     }
 }

@@ -53,7 +53,8 @@ impl HttpModel {
     /// and the sampling settings (the request's over the configured ones).
     pub fn request_body(&self, req: &ChatRequest) -> Value {
         let mut body = Map::new();
-        body.insert("model".into(), Value::String(self.config.model.clone()));
+        let model = req.model.clone().unwrap_or_else(|| self.config.model.clone());
+        body.insert("model".into(), Value::String(model));
         body.insert("messages".into(), Value::Array(req.messages.iter().map(Message::to_wire).collect()));
         if !req.tools.is_empty() {
             body.insert("tools".into(), Value::Array(req.tools.iter().map(|t| t.to_wire()).collect()));
@@ -70,6 +71,9 @@ impl HttpModel {
         }
         if let Some(m) = s.max_tokens {
             body.insert("max_tokens".into(), Value::from(m));
+        }
+        if let Some(f) = &req.response_format {
+            body.insert("response_format".into(), f.clone());
         }
         body.insert("stream".into(), Value::Bool(false));
         Value::Object(body)
@@ -159,17 +163,14 @@ impl ChatModel for HttpModel {
             let left = self.config.retry_budget.saturating_sub(start.elapsed()).max(Duration::from_millis(100));
             let fault = match self.attempt(&body, self.config.timeout.min(left)) {
                 Ok(text) => {
-                    let mut resp = parse_completion(&text, &self.config.model)?;
+                    let asked = req.model.as_deref().unwrap_or(&self.config.model);
+                    let mut resp = parse_completion(&text, asked)?;
                     resp.usage.cost_usd = self
                         .config
                         .prices
                         .cost(&resp.model, resp.usage.prompt_tokens, resp.usage.completion_tokens)
                         .or_else(|| {
-                            self.config.prices.cost(
-                                &self.config.model,
-                                resp.usage.prompt_tokens,
-                                resp.usage.completion_tokens,
-                            )
+                            self.config.prices.cost(asked, resp.usage.prompt_tokens, resp.usage.completion_tokens)
                         });
                     resp.usage.latency_ms = start.elapsed().as_millis() as u64;
                     resp.usage.attempts = attempts;

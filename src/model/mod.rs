@@ -177,11 +177,17 @@ pub struct ChatRequest {
     /// Overrides of the model's configured sampling for this call.
     #[serde(default)]
     pub sampling: Sampling,
+    /// Another model name on the same endpoint for this call (`--review-model`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The OpenAI `response_format` (`{"type": "json_object"}` for JSON mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<Value>,
 }
 
 impl ChatRequest {
     pub fn new(messages: Vec<Message>) -> ChatRequest {
-        ChatRequest { messages, tools: Vec::new(), sampling: Sampling::default() }
+        ChatRequest { messages, tools: Vec::new(), sampling: Sampling::default(), model: None, response_format: None }
     }
     pub fn with_tools(mut self, tools: Vec<ToolSpec>) -> ChatRequest {
         self.tools = tools;

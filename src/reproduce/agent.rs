@@ -10,13 +10,20 @@
 //! invalid artifact gets an error message back to the model; the second consecutive
 //! failure of the same kind ends the stage with the reason. A model that never submits
 //! ends the stage at its budget of model calls ([`MAX_MODEL_CALLS`]), also with a reason.
+//!
+//! Endpoints: the tools go as native `tools` or, with [`ToolProtocol::Text`], described in
+//! the system prompt with calls read from the answer's JSON (`{"tool", "arguments"}`);
+//! `auto` switches to text for the rest of the run when the endpoint refuses `tools` or
+//! the model writes a call in its text. A stage may ask JSON mode, dropped when the
+//! endpoint refuses it. The run's [`Limits`] are checked before every call
+//! ([`StageError::Spent`]); each retrieval is noted in the evidence ledger.
 
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::model::{excerpt, ChatModel, ChatRequest, ChatResponse, Message, ModelError, ToolSpec};
+use crate::model::{excerpt, ChatModel, ChatRequest, ChatResponse, Message, ModelError, ToolCall, ToolSpec};
 use crate::tools::{Registry, ToolContext};
 
 /// The paper's budget: model calls per stage.
@@ -55,14 +62,65 @@ pub struct ToolCallRecord {
     pub millis: u64,
 }
 
-/// Every model and tool call of a run, in order.
+/// How tools are offered to the model.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolProtocol {
+    /// Native tool calls, switching to `text` for the rest of the run when the endpoint
+    /// refuses `tools` or answers a tool call as JSON in its text.
+    #[default]
+    Auto,
+    /// The OpenAI `tools` parameter and `tool_calls` in the answer.
+    Native,
+    /// Tools described in the system prompt; the model answers
+    /// `{"tool": NAME, "arguments": {...}}` in its text.
+    Text,
+}
+
+/// A run's spending limits (`--max-calls`, `--max-cost`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Limits {
+    pub max_calls: Option<u32>,
+    pub max_cost_usd: Option<f64>,
+}
+
+/// Every model and tool call of a run, in order, and what the run learned on the way:
+/// the evidence ledger, the tool protocol the endpoint speaks, its spending limits.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Trace {
     pub model_calls: Vec<ModelCallRecord>,
     pub tool_calls: Vec<ToolCallRecord>,
+    #[serde(skip)]
+    pub ledger: super::ledger::Ledger,
+    #[serde(skip)]
+    pub limits: Limits,
+    /// The protocol in use: `auto` until the endpoint shows which it speaks.
+    #[serde(skip)]
+    pub protocol: ToolProtocol,
+    /// Fallbacks taken (JSON mode refused, tools refused), in a line each.
+    #[serde(default)]
+    pub notes: Vec<String>,
 }
 
 impl Trace {
+    /// What the run spent, in USD (calls of unknown price count 0).
+    pub fn cost_usd(&self) -> f64 {
+        self.model_calls.iter().filter_map(|c| c.cost_usd).sum()
+    }
+
+    /// `Some(reason)` once a limit is reached: no further model call is made.
+    pub fn over_budget(&self) -> Option<String> {
+        let calls = self.model_calls.len() as u32;
+        if let Some(max) = self.limits.max_calls.filter(|m| calls >= *m) {
+            return Some(format!("the run's budget of {max} model calls is spent"));
+        }
+        let cost = self.cost_usd();
+        if let Some(max) = self.limits.max_cost_usd.filter(|m| cost >= *m) {
+            return Some(format!("the run's budget of ${max:.4} is spent (${cost:.4} after {calls} calls)"));
+        }
+        None
+    }
+
     /// Model calls made so far in `stage`.
     pub fn calls_in(&self, stage: &str) -> u32 {
         self.model_calls.iter().filter(|c| c.stage == stage).count() as u32
@@ -114,6 +172,8 @@ pub enum Verdict<T> {
     Feedback(String),
     /// End the stage with this reason (an exhausted iteration budget, a broken sandbox).
     Stop(String),
+    /// End the stage: the run's budget is spent (in a nested stage).
+    Spent(String),
 }
 
 /// One stage: its prompts, tools, submit tool and budget.
@@ -125,6 +185,18 @@ pub struct StageSpec<'a> {
     /// The tool the model calls with the stage's artifact as its arguments.
     pub submit: ToolSpec,
     pub max_calls: u32,
+    /// Ask for JSON mode (`response_format: json_object`); dropped for the rest of the
+    /// stage when the endpoint refuses it.
+    pub json_mode: bool,
+    /// Another model name on the endpoint for this stage (the review's `--review-model`).
+    pub model: Option<String>,
+}
+
+impl<'a> StageSpec<'a> {
+    /// A stage with native defaults: no JSON mode, the run's model.
+    pub fn new(name: &'a str, system: String, user: String, registry: &'a Registry, submit: ToolSpec) -> Self {
+        StageSpec { name, system, user, registry, submit, max_calls: MAX_MODEL_CALLS, json_mode: false, model: None }
+    }
 }
 
 /// Why a stage ended without an artifact.
@@ -142,6 +214,9 @@ pub enum StageError {
     /// The handler ended the stage.
     #[error("{0}")]
     Stopped(String),
+    /// The run's budget (`--max-calls`, `--max-cost`) is spent.
+    #[error("{0}")]
+    Spent(String),
 }
 
 impl StageError {
@@ -157,6 +232,7 @@ impl StageError {
                     .into(),
             ),
             StageError::Stopped(_) => None,
+            StageError::Spent(_) => Some("raise --max-calls or --max-cost, or resume the run with --resume".into()),
         }
     }
 }
@@ -213,9 +289,53 @@ impl Failures {
     }
 }
 
+/// The system prompt's addition for the JSON-in-text tool protocol: each tool with its
+/// description and parameters, and the one form an answer takes.
+pub fn text_protocol_prompt(tools: &[ToolSpec]) -> String {
+    let mut s = String::from(
+        "## Tools\n\nThis endpoint takes no native tool calls. To call a tool, answer with exactly one JSON object and nothing else:\n{\"tool\": \"NAME\", \"arguments\": {...}}\nThe tool's result comes back in the next message. One call per answer. The tools:\n",
+    );
+    for t in tools {
+        s.push_str(&format!(
+            "\n- `{}`: {}\n  parameters (JSON schema): {}\n",
+            t.name,
+            t.description,
+            serde_json::to_string(&t.parameters).unwrap_or_default()
+        ));
+    }
+    s
+}
+
+/// A tool call written as JSON in the answer's text (`{"tool": NAME, "arguments": {...}}`,
+/// or `"name"` for `"tool"`), when the text holds one.
+pub fn text_tool_call(content: Option<&str>, id: String) -> Option<ToolCall> {
+    let v = json_in_text(content?)?;
+    let name = v.get("tool").or_else(|| v.get("name")).and_then(Value::as_str)?;
+    if v.get("tool").is_none() && v.get("arguments").is_none() {
+        return None;
+    }
+    let args = v.get("arguments").cloned().unwrap_or_else(|| json!({}));
+    let arguments = match args {
+        Value::String(s) => s,
+        other => other.to_string(),
+    };
+    Some(ToolCall { id, name: name.to_string(), arguments })
+}
+
+/// Does a refusal say the endpoint takes no `tools`?
+fn refuses_tools(e: &ModelError) -> bool {
+    match e {
+        ModelError::Rejected { status: 400 | 422 | 501, message } => {
+            let m = message.to_lowercase();
+            m.contains("tool") || m.contains("function")
+        }
+        _ => false,
+    }
+}
+
 /// Run one stage to its artifact. `on_submit` judges each submission; it gets the trace
-/// so it can make model calls of its own (generation's alignment review), which count
-/// against the stage's budget.
+/// so it can run stages of its own (generation's review and fix probe), which count
+/// against the run's budget.
 pub fn run_stage<T>(
     model: &dyn ChatModel,
     ctx: &ToolContext,
@@ -226,16 +346,82 @@ pub fn run_stage<T>(
     let mut tools = specs(spec.registry);
     tools.push(spec.submit.clone());
     let mut messages = vec![Message::system(spec.system.clone()), Message::user(spec.user.clone())];
+    let text_system = format!("{}\n\n{}", spec.system, text_protocol_prompt(&tools));
     let mut failures = Failures { last: None };
     let submit = spec.submit.name.as_str();
+    let mut json_mode = spec.json_mode;
 
     while trace.calls_in(spec.name) < spec.max_calls {
-        let req = ChatRequest::new(messages.clone()).with_tools(tools.clone());
-        let resp = trace.chat(model, spec.name, &req)?;
+        if let Some(reason) = trace.over_budget() {
+            return Err(StageError::Spent(reason));
+        }
+        let text_mode = trace.protocol == ToolProtocol::Text;
+        let mut req = if text_mode {
+            let mut m = messages.clone();
+            m[0] = Message::system(text_system.clone());
+            ChatRequest::new(m)
+        } else {
+            ChatRequest::new(messages.clone()).with_tools(tools.clone())
+        };
+        req.model = spec.model.clone();
+        if json_mode {
+            req.response_format = Some(json!({"type": "json_object"}));
+        }
+        let resp = match trace.chat(model, spec.name, &req) {
+            Ok(r) => r,
+            Err(ModelError::Rejected { status: 400, message }) if json_mode => {
+                json_mode = false;
+                trace.notes.push(format!(
+                    "{}: the endpoint refused JSON mode (HTTP 400: {message}); asked again without it, the answer still schema-checked",
+                    spec.name
+                ));
+                continue;
+            }
+            Err(e) if !text_mode && trace.protocol == ToolProtocol::Auto && refuses_tools(&e) => {
+                trace.protocol = ToolProtocol::Text;
+                trace.notes.push(format!(
+                    "{}: the endpoint refused native tools ({e}); the run switched to the JSON-in-text tool protocol",
+                    spec.name
+                ));
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
         let msg = resp.message;
-        messages.push(Message::assistant_tool_calls(msg.content.clone(), msg.tool_calls.clone()));
+        let mut calls = msg.tool_calls.clone();
+        // A tool call written in the text: the text protocol's form, or (auto) an endpoint
+        // whose model has no native tool support answering the same way.
+        let textual = calls.is_empty() && trace.protocol != ToolProtocol::Native && {
+            let n = trace.tool_calls.len();
+            match text_tool_call(msg.content.as_deref(), format!("text_call_{n}")) {
+                Some(c) => {
+                    calls.push(c);
+                    true
+                }
+                None => false,
+            }
+        };
+        if textual && trace.protocol == ToolProtocol::Auto {
+            trace.protocol = ToolProtocol::Text;
+            trace.notes.push(format!(
+                "{}: the model answered a tool call as JSON in its text; the run switched to the JSON-in-text tool protocol",
+                spec.name
+            ));
+        }
+        if textual {
+            messages.push(Message::assistant(msg.content.clone().unwrap_or_default()));
+        } else {
+            messages.push(Message::assistant_tool_calls(msg.content.clone(), msg.tool_calls.clone()));
+        }
+        let answer = |messages: &mut Vec<Message>, call: &ToolCall, content: String| {
+            if textual {
+                messages.push(Message::user(format!("Result of `{}`:\n{content}", call.name)));
+            } else {
+                messages.push(Message::tool(&call.id, content));
+            }
+        };
 
-        if msg.tool_calls.is_empty() {
+        if calls.is_empty() {
             let text = msg.content.unwrap_or_default();
             let Some(value) = json_in_text(&text) else {
                 let detail = format!("the answer has no tool call and no JSON artifact: {:?}", excerpt(&text, 200));
@@ -262,11 +448,12 @@ pub fn run_stage<T>(
                     messages.push(Message::user(m));
                 }
                 Verdict::Stop(r) => return Err(StageError::Stopped(r)),
+                Verdict::Spent(r) => return Err(StageError::Spent(r)),
             }
             continue;
         }
 
-        for call in &msg.tool_calls {
+        for call in &calls {
             let started = Instant::now();
             let record = |trace: &mut Trace, is_error: bool| {
                 trace.tool_calls.push(ToolCallRecord {
@@ -285,12 +472,13 @@ pub fn run_stage<T>(
                     if let Some(reason) = failures.fail("malformed tool calls", &detail) {
                         return Err(StageError::Failed(reason));
                     }
-                    messages.push(Message::tool(
-                        &call.id,
+                    answer(
+                        &mut messages,
+                        call,
                         bounded(
                             &json!({"error": e, "hint": "arguments are one JSON object, as the tool's schema gives"}),
                         ),
-                    ));
+                    );
                     continue;
                 }
             };
@@ -306,23 +494,34 @@ pub fn run_stage<T>(
                         if let Some(reason) = failures.fail("invalid artifacts", &m) {
                             return Err(StageError::Failed(reason));
                         }
-                        messages.push(Message::tool(&call.id, bounded(&json!({"error": format!("invalid artifact: {m}"), "hint": format!("call `{submit}` again with arguments that fit its schema")}))));
+                        answer(
+                            &mut messages,
+                            call,
+                            bounded(
+                                &json!({"error": format!("invalid artifact: {m}"), "hint": format!("call `{submit}` again with arguments that fit its schema")}),
+                            ),
+                        );
                     }
                     Verdict::Feedback(m) => {
                         record(trace, false);
                         failures.ok();
-                        messages.push(Message::tool(&call.id, m));
+                        answer(&mut messages, call, m);
                     }
                     Verdict::Stop(r) => {
                         record(trace, false);
                         return Err(StageError::Stopped(r));
                     }
+                    Verdict::Spent(r) => {
+                        record(trace, false);
+                        return Err(StageError::Spent(r));
+                    }
                 }
                 continue;
             }
             let known = spec.registry.get(&call.name).is_some();
-            let out = spec.registry.call(ctx, &call.name, args);
+            let out = spec.registry.call(ctx, &call.name, args.clone());
             record(trace, out.is_error);
+            trace.ledger.note(spec.name, &call.name, &args, &out.value, out.is_error || !known);
             let malformed = !known
                 || (out.is_error
                     && out.value.get("error").and_then(Value::as_str).is_some_and(|e| e.starts_with("bad arguments")));
@@ -334,7 +533,7 @@ pub fn run_stage<T>(
             } else {
                 failures.ok();
             }
-            messages.push(Message::tool(&call.id, bounded(&out.value)));
+            answer(&mut messages, call, bounded(&out.value));
         }
     }
     Err(StageError::Budget(format!(

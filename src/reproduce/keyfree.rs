@@ -383,6 +383,8 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
         command: Some(command),
         failure,
         written: false,
+        probe: None,
+        symptom_check: None,
     };
     if accepted && req.write {
         // Never over an existing file, never through a symlink (dangling or leading out).

@@ -10,7 +10,9 @@ mod body;
 pub mod conventions;
 pub(crate) mod form;
 pub mod keyfree;
+pub mod ledger;
 pub mod pipeline;
+pub mod review;
 mod synth;
 
 use std::path::{Path, PathBuf};
@@ -200,6 +202,9 @@ pub enum Status {
     Reproduced,
     NotReproduced,
     Error,
+    /// The run's budget (`--max-calls`, `--max-cost`) ran out: it stopped cleanly with
+    /// the artifacts made so far.
+    Budget,
 }
 
 impl Status {
@@ -208,6 +213,7 @@ impl Status {
             Status::Reproduced => "reproduced",
             Status::NotReproduced => "not reproduced",
             Status::Error => "error",
+            Status::Budget => "budget",
         }
     }
 }
@@ -227,6 +233,33 @@ pub struct Outcome {
     pub failure: Option<String>,
     /// Set when `--write` put the test into the repository.
     pub written: bool,
+    /// The fix probe's verdict on the accepted test (model pipeline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<Probe>,
+    /// What the symptom check compared: `type and message`, or `type only` when the
+    /// issue gives no message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub symptom_check: Option<String>,
+}
+
+/// The fix probe's verdict: a fix the model proposed made the test pass (and the test
+/// still fails without it), no proposed fix did, or none was proposed.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Probe {
+    Passes,
+    Fails,
+    NoFix,
+}
+
+impl Probe {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Probe::Passes => "passes",
+            Probe::Fails => "fails",
+            Probe::NoFix => "no fix proposed",
+        }
+    }
 }
 
 impl Outcome {
@@ -242,6 +275,8 @@ impl Outcome {
             command: None,
             failure: None,
             written: false,
+            probe: None,
+            symptom_check: None,
         }
     }
 }
@@ -361,6 +396,8 @@ fn write_interrupted(path: &Path, run_id: &str, reason: &str) -> String {
         command: None,
         failure: None,
         written: false,
+        probe: None,
+        symptom_check: None,
     };
     if let Ok(bytes) = serde_json::to_vec_pretty(&outcome) {
         let _ = std::fs::write(path.join("outcome.json"), bytes);

@@ -7,15 +7,20 @@
 //! 3. test plan → `test_plan.json` ([`TestPlan`])
 //! 4. generation → `generation.json` ([`Generation`]): the model writes the test
 //!    (`write_test`), the pipeline runs it in the sandbox with the repository's framework
-//!    and applies the triple review: (a) aligned with the issue, asked of the model;
-//!    (b) logic and (c) symptom, read from the runner's structured result as the key-free
-//!    mode does ([`super::keyfree::review`]). A passing or rejected test goes back to the
-//!    model with the findings, up to [`MAX_FEEDBACK_ITERATIONS`] runs.
+//!    and reviews it: (b) logic and (c) symptom, read from the runner's structured result
+//!    as the key-free mode does ([`super::keyfree::review`]); then (a) an independent
+//!    review ([`super::review::review`]: its own conversation, evidence and read-only
+//!    tools, a schema-checked verdict); then the fix probe ([`super::review::probe`]),
+//!    which checks in a sandbox copy that a plausible fix makes the test pass. A passing,
+//!    rejected or unfixable test goes back to the model with the findings, up to
+//!    [`MAX_FEEDBACK_ITERATIONS`] runs.
 //!
 //! Every artifact is schema-checked (deserialized into its type; a bad one is sent back
 //! to the model) and written as soon as it is accepted, so a run that breaks keeps what
-//! it made. `run.json` holds the provenance: model, endpoint host, sampling, every
-//! model call (tokens, cost, latency), every tool call, wall time per stage.
+//! it made. The evidence ledger (`ledger.json`, [`super::ledger`]) carries what each
+//! stage read to the later ones. `run.json` holds the provenance: model, endpoint host,
+//! sampling, every model call (tokens, cost, latency), every tool call, wall time per
+//! stage; `--max-calls` and `--max-cost` stop a run cleanly with outcome `budget`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,11 +32,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::agent::{
-    self, ModelCallRecord, StageError, StageSpec, ToolCallRecord, Trace, Verdict, MAX_FEEDBACK_ITERATIONS,
-    MAX_MODEL_CALLS,
+    self, Limits, ModelCallRecord, StageError, StageSpec, ToolCallRecord, ToolProtocol, Trace, Verdict,
+    MAX_FEEDBACK_ITERATIONS,
 };
+use super::review::{self as rv, Decision, ProbeReport, ReviewVerdict};
 use super::*;
-use crate::model::{excerpt, ChatModel, ChatRequest, Message, ModelInfo, ToolSpec};
+use crate::model::{excerpt, ChatModel, ModelInfo, ToolSpec};
 use crate::sandbox::runners::{self, Framework, TestResult};
 use crate::sandbox::tools::{run_test, RunTestArgs};
 use crate::sandbox::{self, Sandbox};
@@ -41,9 +47,38 @@ const LOCALIZATION: &str = include_str!("prompts/localization.md");
 const ROOT_CAUSE: &str = include_str!("prompts/root_cause.md");
 const TEST_PLAN: &str = include_str!("prompts/test_plan.md");
 const GENERATION: &str = include_str!("prompts/generation.md");
-const REVIEW: &str = include_str!("prompts/review.md");
+const REVIEW: &str = rv::REVIEW_PROMPT;
+const PROBE: &str = rv::PROBE_PROMPT;
 
 pub use super::Request;
+
+/// What a pipeline run does past the four stages, and its limits.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Another model name on the same endpoint for the review (`--review-model`).
+    pub review_model: Option<String>,
+    /// Ask the review for JSON mode (`response_format`); off with `--no-json-mode`, and
+    /// dropped by itself when the endpoint refuses it.
+    pub json_mode: bool,
+    /// Run the fix probe on an accepted test (`--no-probe` turns it off).
+    pub probe: bool,
+    /// `--max-calls`, `--max-cost`.
+    pub limits: Limits,
+    /// `--tool-protocol`.
+    pub tool_protocol: ToolProtocol,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            review_model: None,
+            json_mode: true,
+            probe: true,
+            limits: Limits::default(),
+            tool_protocol: ToolProtocol::Auto,
+        }
+    }
+}
 
 /// The run record of a pipeline run: provenance, every call, timings.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -70,6 +105,20 @@ pub struct PipelineRecord {
     pub resumed_from: Option<String>,
     #[serde(default)]
     pub reused: Vec<String>,
+    /// The review's model, when not the run's.
+    #[serde(default)]
+    pub review_model: Option<String>,
+    /// The tool protocol the run ended with (`native` or `text`; `auto` when no call showed).
+    #[serde(default)]
+    pub tool_protocol: Option<ToolProtocol>,
+    /// Fallbacks taken on the way (JSON mode or tools refused).
+    #[serde(default)]
+    pub notes: Vec<String>,
+    /// The limits the run had.
+    #[serde(default)]
+    pub max_calls: Option<u32>,
+    #[serde(default)]
+    pub max_cost_usd: Option<f64>,
 }
 
 /// The hash of each stage's inputs (`inputs.json`), and what `--resume` reused.
@@ -77,6 +126,8 @@ pub struct PipelineRecord {
 struct Resume {
     old_dir: Option<PathBuf>,
     old: std::collections::BTreeMap<String, String>,
+    /// The previous run's evidence ledger: a reused stage's entries carry on.
+    old_ledger: super::ledger::Ledger,
     inputs: std::collections::BTreeMap<String, String>,
     reused: Vec<String>,
 }
@@ -88,7 +139,11 @@ impl Resume {
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default();
-        Resume { old_dir: Some(dir.to_path_buf()), old, ..Resume::default() }
+        let old_ledger = std::fs::read(dir.join("ledger.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        Resume { old_dir: Some(dir.to_path_buf()), old, old_ledger, ..Resume::default() }
     }
 
     /// The key of a stage's inputs: the stage, its prompts, the model, the indexed tree.
@@ -112,6 +167,11 @@ impl Resume {
         Some(a)
     }
 
+    /// Would `stage` be reused with inputs of this key?
+    fn hit(&self, stage: &str, key: &str) -> bool {
+        self.old_dir.is_some() && self.old.get(stage).map(String::as_str) == Some(key)
+    }
+
     /// The previous run's generation and outcome, when generation's inputs had this key
     /// and it ended with a verdict (`reproduced` or `not reproduced`): an `error` (a
     /// broken sandbox, a model fault, an interrupt) says nothing about the test, so that
@@ -123,7 +183,7 @@ impl Resume {
         }
         let g: Generation = serde_json::from_slice(&std::fs::read(dir.join("generation.json")).ok()?).ok()?;
         let o: Outcome = serde_json::from_slice(&std::fs::read(dir.join("outcome.json")).ok()?).ok()?;
-        if o.status == Status::Error {
+        if matches!(o.status, Status::Error | Status::Budget) {
             return None;
         }
         self.reused.push("generation".into());
@@ -133,17 +193,44 @@ impl Resume {
 
 pub use super::conventions::{conventions, Conventions};
 
-fn render(template: &str, conventions: &Conventions) -> String {
-    template.replace("{{conventions}}", &conventions.text()).replace("{{frameworks}}", &runners::frameworks_text())
+/// A stage's system prompt. The example test goes only to the stages that write tests
+/// (`with_example`); the others are told where it is.
+fn render(template: &str, conventions: &Conventions, with_example: bool) -> String {
+    let mut text = conventions.text();
+    if !with_example {
+        if let (Some(i), Some(p)) = (text.find("- an existing test, `"), conventions.example_path.as_deref()) {
+            text.truncate(i);
+            text.push_str(&format!("- an existing test: `{p}`\n"));
+        }
+    }
+    template.replace("{{conventions}}", &text).replace("{{frameworks}}", &runners::frameworks_text())
 }
 
 fn schema_of<T: JsonSchema>() -> Value {
-    let mut v = serde_json::to_value(schemars::schema_for!(T)).unwrap_or_else(|_| json!({"type": "object"}));
-    if let Some(o) = v.as_object_mut() {
-        o.remove("$schema");
-        o.remove("title");
+    rv::schema_of::<T>()
+}
+
+/// The shell line a user types to run the test in the repository: the runner's line
+/// without the pipeline's own report plumbing (`rm -rf .reproagent-run && ...`,
+/// `--junitxml`, JSON reporters).
+pub fn user_command(internal: &str) -> String {
+    let dir = runners::REPORT_DIR;
+    let mut c = internal.replace(&format!("rm -rf {dir} && "), "");
+    let java = c.contains("javac ");
+    if !java {
+        c = c.replace(&format!("mkdir -p {dir} && "), "");
     }
-    v
+    for noise in [
+        " -p no:cacheprovider".to_string(),
+        format!(" -q -rA --junitxml={dir}/junit.xml"),
+        format!(" --ci --json --outputFile={dir}/jest.json"),
+        format!(" --reporter=json --outputFile={dir}/vitest.json"),
+        " --test-reporter=tap".to_string(),
+        format!(" --reports-dir {dir}/junit"),
+    ] {
+        c = c.replace(&noise, "");
+    }
+    c
 }
 
 /// Deserialize a submitted artifact into its type; the serde message names what is wrong.
@@ -204,16 +291,6 @@ pub struct WriteTestArgs {
     pub code: String,
 }
 
-/// The model's alignment verdict.
-#[derive(Debug, Clone, Deserialize)]
-struct Alignment {
-    aligned: bool,
-    #[serde(default)]
-    description: String,
-    #[serde(default)]
-    evidence: String,
-}
-
 struct GenState {
     attempts: u32,
     executions: Vec<Execution>,
@@ -221,6 +298,12 @@ struct GenState {
     /// (path, code, checks passed) of each attempt.
     tried: Vec<(String, String, usize)>,
     sandbox_error: Option<String>,
+    /// Every independent review.
+    verdicts: Vec<rv::ReviewRecord>,
+    /// Every fix probe.
+    probes: Vec<ProbeReport>,
+    /// Times the probe sent a test back.
+    probe_returns: u32,
 }
 
 /// The runner's result as the model sees it: what failed and how, without raw output
@@ -250,64 +333,32 @@ fn scrub_review(r: &mut Review, workdir: &str) {
     }
 }
 
-/// Ask the model whether the test is aligned with the issue: check (a) of the review.
-fn alignment_review(model: &dyn ChatModel, trace: &mut Trace, issue: &str, code: &str, failure: &Value) -> Review {
-    let req = ChatRequest::new(vec![
-        Message::system(REVIEW),
-        Message::user(format!(
-            "## Issue\n\n{issue}\n\n## Test\n\n```\n{code}\n```\n\n## Its result today\n\n{failure}\n"
-        )),
-    ]);
-    let finding = |kind: &str, description: String, evidence: String| Finding {
-        kind: kind.into(),
-        component: "test".into(),
-        description,
-        evidence,
-    };
-    match trace.chat(model, "generation", &req) {
-        Ok(resp) => {
-            let text = resp.message.content.unwrap_or_default();
-            match agent::json_in_text(&text).map(serde_json::from_value::<Alignment>) {
-                Some(Ok(a)) if a.aligned => Review { check: "aligned".into(), passed: true, finding: None },
-                Some(Ok(a)) => Review {
-                    check: "aligned".into(),
-                    passed: false,
-                    finding: Some(finding(
-                        "not-aligned",
-                        if a.description.is_empty() {
-                            "the test is not about what the issue reports".into()
-                        } else {
-                            a.description
-                        },
-                        a.evidence,
-                    )),
-                },
-                _ => Review {
-                    check: "aligned".into(),
-                    passed: false,
-                    finding: Some(finding(
-                        "review-unanswered",
-                        "the alignment review did not answer with the JSON verdict".into(),
-                        excerpt(&text, 300),
-                    )),
-                },
-            }
-        }
-        Err(e) => Review {
-            check: "aligned".into(),
-            passed: false,
-            finding: Some(Finding {
-                kind: "review-failed".into(),
-                component: "model".into(),
-                description: format!("the alignment review call failed: {e}"),
-                evidence: String::new(),
-            }),
-        },
+/// A review verdict as the triple review's check (a).
+fn aligned_review(v: &ReviewVerdict) -> Review {
+    let f = v.findings.iter().find(|f| f.severity != rv::Severity::Minor).or(v.findings.first());
+    Review {
+        check: "aligned".into(),
+        passed: v.verdict == Decision::Accept,
+        finding: (v.verdict == Decision::Reject).then(|| Finding {
+            kind: "review-rejected".into(),
+            component: f.map(|f| f.location.clone()).unwrap_or_else(|| "test".into()),
+            description: f.map(|f| f.suggestion.clone()).unwrap_or_default(),
+            evidence: f.map(|f| excerpt(&f.evidence, 1500)).unwrap_or_default(),
+        }),
     }
 }
 
 fn outcome(run: &RunDir, status: Status, reason: impl Into<String>) -> Outcome {
     Outcome::of(run, status, reason)
+}
+
+/// `budget` for a spent budget, else `error`.
+fn status_of(e: &StageError) -> Status {
+    if matches!(e, StageError::Spent(_)) {
+        Status::Budget
+    } else {
+        Status::Error
+    }
 }
 
 fn stage_reason(stage: &str, e: &StageError) -> String {
@@ -325,24 +376,32 @@ struct Made {
     cause: Option<RootCause>,
     plan: Option<TestPlan>,
     generation: Option<Generation>,
+    verdicts: Vec<rv::ReviewRecord>,
+    probes: Vec<ProbeReport>,
+}
+
+/// Run the pipeline end to end with `model` and the default [`Options`] (review in JSON
+/// mode, fix probe on, no budget, tool protocol detected).
+pub fn run(req: &Request, model: &dyn ChatModel) -> Result<Outcome, ReproduceError> {
+    run_with(req, model, &Options::default())
 }
 
 /// Run the pipeline end to end with `model`. Artifacts go to the run directory as they
-/// are accepted; a stage that fails ends the run with an `error` outcome that says why,
-/// and what was made so far stays.
-pub fn run(req: &Request, model: &dyn ChatModel) -> Result<Outcome, ReproduceError> {
+/// are accepted; a stage that fails ends the run with an `error` outcome that says why
+/// (`budget` when the run's budget ran out), and what was made so far stays.
+pub fn run_with(req: &Request, model: &dyn ChatModel, opts: &Options) -> Result<Outcome, ReproduceError> {
     let mut run = RunDir::create(&req.root)?;
     let started = Instant::now();
     let facts = crate::localize::read_issue(&req.issue_text);
     let title = if facts.title.is_empty() { "the issue".to_string() } else { facts.title.clone() };
-    let mut trace = Trace::default();
+    let mut trace = Trace { limits: opts.limits, protocol: opts.tool_protocol, ..Trace::default() };
     let mut made = Made::default();
     let mut sandbox_reason = String::new();
     let mut environment = None;
 
     let mut resume = Resume::open(req.resume.as_deref());
     let result =
-        stages(req, model, &mut run, &mut trace, &mut made, (&mut sandbox_reason, &mut environment), &mut resume);
+        stages(req, model, opts, &mut run, &mut trace, &mut made, (&mut sandbox_reason, &mut environment), &mut resume);
 
     let mut o = match result {
         Ok(o) => o,
@@ -383,14 +442,92 @@ pub fn run(req: &Request, model: &dyn ChatModel) -> Result<Outcome, ReproduceErr
         tool_calls: trace.tool_calls.clone(),
         resumed_from: req.resume.as_ref().map(|p| p.display().to_string()),
         reused: resume.reused.clone(),
+        review_model: opts.review_model.clone(),
+        tool_protocol: Some(trace.protocol),
+        notes: trace.notes.clone(),
+        max_calls: opts.limits.max_calls,
+        max_cost_usd: opts.limits.max_cost_usd,
     };
     run.write("outcome.json", &o)?;
     run.write("run.json", &record)?;
-    run.write_text(
-        "report.md",
-        report(&title, &o, made.loc.as_ref(), made.cause.as_ref(), made.plan.as_ref(), made.generation.as_ref()),
-    )?;
+    run.write("ledger.json", &trace.ledger)?;
+    let mut md =
+        report(&title, &o, made.loc.as_ref(), made.cause.as_ref(), made.plan.as_ref(), made.generation.as_ref());
+    md.push_str(&review_section(&made));
+    md.push_str(&spend_section(&record, opts));
+    run.write_text("report.md", md)?;
     Ok(o)
+}
+
+/// The report's sections on the independent review and the fix probe.
+fn review_section(made: &Made) -> String {
+    let mut md = String::new();
+    if !made.verdicts.is_empty() {
+        md.push_str("\n## Independent review\n\n");
+        for r in &made.verdicts {
+            let v = &r.verdict;
+            md.push_str(&format!(
+                "- attempt {}: {}\n",
+                r.attempt,
+                if v.verdict == Decision::Accept { "accept" } else { "reject" }
+            ));
+            for f in &v.findings {
+                md.push_str(&format!(
+                    "  - {:?} at `{}`: {} (evidence: {})\n",
+                    f.severity,
+                    f.location,
+                    f.suggestion,
+                    excerpt(&f.evidence, 200)
+                ));
+            }
+        }
+    }
+    if !made.probes.is_empty() {
+        md.push_str("\n## Fix probe\n\n");
+        for p in &made.probes {
+            md.push_str(&format!("- attempt {}: **{}**: {}\n", p.attempt, p.verdict.as_str(), p.reason));
+        }
+        if made.probes.last().is_some_and(|p| !p.trials.is_empty()) {
+            md.push_str(
+                "\nThe last proposed fix is in `probe.patch`: an UNVERIFIED suggestion, not a reviewed patch.\n",
+            );
+        }
+    }
+    md
+}
+
+/// The report's spend section: calls, tokens and cost against the limits.
+fn spend_section(r: &PipelineRecord, opts: &Options) -> String {
+    let calls = r.model_calls.len();
+    let limit = |l: Option<String>| l.map(|l| format!(" (limit {l})")).unwrap_or_default();
+    let cost = match r.cost_usd {
+        Some(c) => format!("${c:.4}"),
+        None => "unknown (a model without a price in the table)".into(),
+    };
+    let mut md = format!(
+        "\n## Spend\n\n- model calls: {calls}{}\n- tokens: {} prompt, {} completion\n- cost: {cost}{}; the paper's reference figure is $0.14 per instance\n",
+        limit(opts.limits.max_calls.map(|m| m.to_string())),
+        r.prompt_tokens,
+        r.completion_tokens,
+        limit(opts.limits.max_cost_usd.map(|m| format!("${m:.2}"))),
+    );
+    let mut by_stage: Vec<(String, usize)> = Vec::new();
+    for c in &r.model_calls {
+        match by_stage.iter_mut().find(|(s, _)| *s == c.stage) {
+            Some(e) => e.1 += 1,
+            None => by_stage.push((c.stage.clone(), 1)),
+        }
+    }
+    if !by_stage.is_empty() {
+        md.push_str(&format!(
+            "- calls by stage: {}\n",
+            by_stage.iter().map(|(s, n)| format!("{s} {n}")).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    for n in &r.notes {
+        md.push_str(&format!("- note: {n}\n"));
+    }
+    md
 }
 
 /// The outcome when the run directory cannot be written.
@@ -403,10 +540,16 @@ fn stop(run: &RunDir, status: Status, reason: impl Into<String>) -> Box<Outcome>
     Box::new(outcome(run, status, reason))
 }
 
+/// The key of a stage's inputs: the stage, its prompts, the model, the indexed tree.
+fn stage_key(spec: &StageSpec, key_of: (&str, &str)) -> String {
+    Resume::key(&[spec.name, &spec.system, &spec.user, key_of.0, key_of.1])
+}
+
 /// Stages 1 to 3 alike: the artifact of a resumed run when the stage's inputs are
-/// unchanged, else the agent loop until it submits an artifact that parses and passes
-/// `check`; then the inputs' key and the artifact are written and the stage is closed.
-/// `key_of` is (model name, tree digest), part of the inputs' key.
+/// unchanged (its ledger entries carried on), else the agent loop until it submits an
+/// artifact that parses and passes `check`; then the inputs' key, the artifact and the
+/// ledger are written and the stage is closed. `key_of` is (model name, tree digest),
+/// part of the inputs' key.
 #[allow(clippy::too_many_arguments)]
 fn analysis_stage<T: Serialize + DeserializeOwned>(
     label: &str,
@@ -420,10 +563,13 @@ fn analysis_stage<T: Serialize + DeserializeOwned>(
     check: fn(&T) -> Result<(), String>,
 ) -> Result<T, Box<Outcome>> {
     run.begin(spec.name);
-    let key = Resume::key(&[spec.name, &spec.system, &spec.user, key_of.0, key_of.1]);
+    let key = stage_key(spec, key_of);
     let file = format!("{}.json", spec.name);
     let artifact = match resume.reuse::<T>(spec.name, &file, &key) {
-        Some(a) => a,
+        Some(a) => {
+            trace.ledger.entries.extend(resume.old_ledger.of_stage(spec.name).cloned());
+            a
+        }
         None => agent::run_stage(model, ctx, spec, trace, |v, _| match parse::<T>(v) {
             Ok(a) => match check(&a) {
                 Ok(()) => Verdict::Accept(a),
@@ -433,20 +579,78 @@ fn analysis_stage<T: Serialize + DeserializeOwned>(
         })
         .map_err(|e| {
             run.stage_done(spec.name);
-            stop(run, Status::Error, stage_reason(label, &e))
+            let _ = run.write("ledger.json", &trace.ledger);
+            let mut reason = stage_reason(label, &e);
+            if status_of(&e) == Status::Budget {
+                reason.push_str("; the artifacts made so far are kept");
+            }
+            stop(run, status_of(&e), reason)
         })?,
     };
     resume.inputs.insert(spec.name.into(), key);
     run.write("inputs.json", &resume.inputs).map_err(|e| io(run, e))?;
     run.write(&file, &artifact).map_err(|e| io(run, e))?;
+    run.write("ledger.json", &trace.ledger).map_err(|e| io(run, e))?;
     run.stage_done(spec.name);
     Ok(artifact)
 }
 
+/// The sandbox the plan stage and generation run in, opened once, when first needed; it
+/// is closed when dropped.
+struct Runtime {
+    rt: tokio::runtime::Runtime,
+    sb: Arc<dyn Sandbox>,
+    ctx: ToolContext,
+    env: Arc<crate::sandbox::env::Environment>,
+    workdir: String,
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        let _ = self.rt.block_on(self.sb.close());
+    }
+}
+
+fn open_runtime(
+    req: &Request,
+    run: &RunDir,
+    (sandbox_reason, environment): (&mut String, &mut Option<crate::sandbox::env::Environment>),
+) -> Result<Runtime, Box<Outcome>> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .map_err(|e| stop(run, Status::Error, format!("the async runtime: {e}")))?;
+    let env = req.environment().map_err(|e| stop(run, Status::Error, e.to_string()))?;
+    *environment = Some((*env).clone());
+    let opened = rt
+        .block_on(sandbox::open(req.sandbox, req.sandbox_config(env.clone())))
+        .map_err(|e| stop(run, Status::Error, format!("the sandbox failed to open: {e}")))?;
+    *sandbox_reason = opened.reason.clone();
+    let sb: Arc<dyn Sandbox> = Arc::from(opened.sandbox);
+    let workdir = sb.workdir().to_string();
+    let built = ToolContext::new(&req.root).map(|c| {
+        c.with_runtime(tools::runtime::RuntimeContext {
+            sandbox: sb.clone(),
+            handle: rt.handle().clone(),
+            repo: req.root.clone(),
+        })
+    });
+    match built {
+        Ok(ctx) => Ok(Runtime { rt, sb, ctx, env, workdir }),
+        Err(e) => {
+            let _ = rt.block_on(sb.close());
+            Err(stop(run, Status::Error, format!("the tool layer: {e}")))
+        }
+    }
+}
+
 /// The four stages. `Err(outcome)` ends the run early with that outcome.
+#[allow(clippy::too_many_arguments)]
 fn stages(
     req: &Request,
     model: &dyn ChatModel,
+    opts: &Options,
     run: &mut RunDir,
     trace: &mut Trace,
     made: &mut Made,
@@ -458,30 +662,34 @@ fn stages(
         return Err(stop(run, Status::Error, "the text does not read as an issue report: fewer than three words"));
     }
     // Stages 1 and 2 see the repository's conventions; the test plan and generation see
-    // those of the code localization found (where its tests live, in their form).
+    // those of the code localization found (where its tests live, in their form), with
+    // the example test, which only the stages that write tests get.
     let conv = conventions(&req.root, &[]);
     let ctx = ToolContext::new(&req.root).map_err(|e| stop(run, Status::Error, format!("the tool layer: {e}")))?;
-    let retrieval = tools::all();
+    // `sequential_thinking` was offered to every stage and never used: the stages reason
+    // in their answers instead.
+    let retrieval = tools::all().without("sequential_thinking");
+    let runtime_tools = tools::with_runtime().without("sequential_thinking");
     let issue = format!("## Issue report\n\n{}\n", req.issue_text.trim());
     let model_name = model.describe().model;
     let tree = crate::store::open(&crate::store::db_path(&req.root))
         .ok()
         .and_then(|s| s.meta("tree_digest").ok().flatten())
         .unwrap_or_default();
+    let submit = |name: &str, what: &str, schema: Value| ToolSpec::new(name, what, schema);
 
     // Stage 1: localization.
-    let spec = StageSpec {
-        name: "localization",
-        system: render(LOCALIZATION, &conv),
-        user: issue.clone(),
-        registry: &retrieval,
-        submit: ToolSpec::new(
+    let spec = StageSpec::new(
+        "localization",
+        render(LOCALIZATION, &conv, false),
+        issue.clone(),
+        &retrieval,
+        submit(
             "submit_localization",
             "Submit the ranked suspicious locations: the stage's final artifact.",
             schema_of::<LocalizationArtifact>(),
         ),
-        max_calls: MAX_MODEL_CALLS,
-    };
+    );
     let loc: LocalizationArtifact = analysis_stage(
         "localization",
         &spec,
@@ -498,47 +706,63 @@ fn stages(
     let suspect_conv = conventions(&req.root, &suspects);
     made.loc = Some(loc);
 
-    // Stage 2: root cause, from the issue and the locations.
-    let spec = StageSpec {
-        name: "root_cause",
-        system: render(ROOT_CAUSE, &conv),
-        user: format!("{issue}\n## Suspicious locations (from localization)\n\n```json\n{loc_json}\n```\n"),
-        registry: &retrieval,
-        submit: ToolSpec::new(
+    // Stage 2: root cause, from the issue, the locations and the ledger.
+    let spec = StageSpec::new(
+        "root_cause",
+        render(ROOT_CAUSE, &conv, false),
+        format!(
+            "{issue}\n## Suspicious locations (from localization)\n\n```json\n{loc_json}\n```\n\n{}",
+            trace.ledger.render()
+        ),
+        &retrieval,
+        submit(
             "submit_root_cause",
             "Submit the root-cause report: the stage's final artifact.",
             schema_of::<RootCause>(),
         ),
-        max_calls: MAX_MODEL_CALLS,
-    };
+    );
     let cause: RootCause =
         analysis_stage("root cause", &spec, model, &ctx, trace, run, resume, (&model_name, &tree), check_root_cause)?;
     let cause_json = serde_json::to_string_pretty(&cause).unwrap_or_default();
-    made.cause = Some(cause);
+    made.cause = Some(cause.clone());
 
-    // Stage 3: the test plan.
-    let spec = StageSpec {
-        name: "test_plan",
-        system: render(TEST_PLAN, &suspect_conv),
-        user: format!(
-            "{issue}\n## Suspicious locations (from localization)\n\n```json\n{loc_json}\n```\n\n## Root cause (from root-cause analysis)\n\n```json\n{cause_json}\n```\n"
-        ),
-        registry: &retrieval,
-        submit: ToolSpec::new("submit_test_plan", "Submit the test plan: the stage's final artifact.", schema_of::<TestPlan>()),
-        max_calls: MAX_MODEL_CALLS,
+    // Stage 3: the test plan. It may run snippets in the sandbox, opened now unless the
+    // plan is reused.
+    let mut runtime: Option<Runtime> = None;
+    let plan_user = format!(
+        "{issue}\n## Suspicious locations (from localization)\n\n```json\n{loc_json}\n```\n\n## Root cause (from root-cause analysis)\n\n```json\n{cause_json}\n```\n\n{}",
+        trace.ledger.render()
+    );
+    let mut spec = StageSpec::new(
+        "test_plan",
+        render(TEST_PLAN, &suspect_conv, true),
+        plan_user,
+        &runtime_tools,
+        submit("submit_test_plan", "Submit the test plan: the stage's final artifact.", schema_of::<TestPlan>()),
+    );
+    if !resume.hit("test_plan", &stage_key(&spec, (&model_name, &tree))) {
+        runtime = Some(open_runtime(req, run, (&mut *sandbox_reason, &mut *environment))?);
+    }
+    let plan_ctx = match &runtime {
+        Some(r) => &r.ctx,
+        None => {
+            spec.registry = &retrieval;
+            &ctx
+        }
     };
     let plan: TestPlan =
-        analysis_stage("test plan", &spec, model, &ctx, trace, run, resume, (&model_name, &tree), check_plan)?;
+        analysis_stage("test plan", &spec, model, plan_ctx, trace, run, resume, (&model_name, &tree), check_plan)?;
     let plan_json = serde_json::to_string_pretty(&plan).unwrap_or_default();
     made.plan = Some(plan.clone());
 
-    // Stage 4: generation with the triple review, in the sandbox; or, resumed with the
-    // same inputs (plan and the artifacts before it, prompts, model, tree), the previous
-    // run's test and verdict, with no model call and no sandbox.
+    // Stage 4: generation with the reviews and the probe, in the sandbox; or, resumed
+    // with the same inputs (plan and the artifacts before it, prompts, model, tree), the
+    // previous run's test and verdict, with no model call and no sandbox.
     run.begin("generation");
-    let gen_system = render(GENERATION, &suspect_conv);
+    let gen_system = render(GENERATION, &suspect_conv, true);
     let gen_user = format!(
-        "{issue}\n## Suspicious locations (from localization)\n\n```json\n{loc_json}\n```\n\n## Root cause (from root-cause analysis)\n\n```json\n{cause_json}\n```\n\n## Test plan\n\n```json\n{plan_json}\n```\n"
+        "{issue}\n## Suspicious locations (from localization)\n\n```json\n{loc_json}\n```\n\n## Root cause (from root-cause analysis)\n\n```json\n{cause_json}\n```\n\n## Test plan\n\n```json\n{plan_json}\n```\n\n{}",
+        trace.ledger.render()
     );
     // The environment the test ran in is part of its verdict: another Python, another run.
     let env_part = req
@@ -562,12 +786,30 @@ fn stages(
         .or_else(|| sandbox::image::recorded_image(&req.root))
         .unwrap_or_else(|| "reproagent-env:none".into());
     let where_run = format!("sandbox={:?} image={image} timeout={}", req.sandbox, req.timeout_secs);
-    let gen_key =
-        Resume::key(&["generation", &gen_system, &gen_user, REVIEW, &model_name, &tree, &where_run, &env_part]);
+    let checks = format!("probe={} review_model={:?} json_mode={}", opts.probe, opts.review_model, opts.json_mode);
+    let gen_key = Resume::key(&[
+        "generation",
+        &gen_system,
+        &gen_user,
+        REVIEW,
+        PROBE,
+        &checks,
+        &model_name,
+        &tree,
+        &where_run,
+        &env_part,
+    ]);
     if let Some((generation, old)) = resume.reuse_generation(&gen_key) {
         resume.inputs.insert("generation".into(), gen_key);
         run.write("inputs.json", &resume.inputs).map_err(|e| io(run, e))?;
         run.write("generation.json", &generation).map_err(|e| io(run, e))?;
+        if let Some(dir) = &resume.old_dir {
+            for f in ["review.json", "probe.json", "probe.patch"] {
+                if let Ok(b) = std::fs::read(dir.join(f)) {
+                    run.write_text(f, b).map_err(|e| io(run, e))?;
+                }
+            }
+        }
         run.stage_done("generation");
         made.generation = Some(generation);
         *sandbox_reason = "none: generation reused".into();
@@ -583,45 +825,46 @@ fn stages(
             ..old
         });
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .map_err(|e| stop(run, Status::Error, format!("the async runtime: {e}")))?;
-    let env = req.environment().map_err(|e| stop(run, Status::Error, e.to_string()))?;
-    *environment = Some((*env).clone());
-    let opened = rt
-        .block_on(sandbox::open(req.sandbox, req.sandbox_config(env)))
-        .map_err(|e| stop(run, Status::Error, format!("the sandbox failed to open: {e}")))?;
-    *sandbox_reason = opened.reason.clone();
-    let sb: Arc<dyn Sandbox> = Arc::from(opened.sandbox);
-    let workdir = sb.workdir().to_string();
-    let gen_ctx = ToolContext::new(&req.root)
-        .map_err(|e| stop(run, Status::Error, format!("the tool layer: {e}")))?
-        .with_runtime(tools::runtime::RuntimeContext {
-            sandbox: sb.clone(),
-            handle: rt.handle().clone(),
-            repo: req.root.clone(),
-        });
-    let runtime_tools = tools::with_runtime();
-    let spec = StageSpec {
-        name: "generation",
-        system: gen_system,
-        user: gen_user,
-        registry: &runtime_tools,
-        submit: ToolSpec::new(
+    let rtm = match runtime {
+        Some(r) => r,
+        None => open_runtime(req, run, (&mut *sandbox_reason, &mut *environment))?,
+    };
+    let (rt, sb, workdir) = (&rtm.rt, rtm.sb.clone(), rtm.workdir.clone());
+    let spec = StageSpec::new(
+        "generation",
+        gen_system,
+        gen_user,
+        &runtime_tools,
+        ToolSpec::new(
             "write_test",
             "Write the reproduction test into the sandbox, run it with the repository's framework and review it. Returns the result and the review's findings; the stage ends when the review accepts the test.",
             schema_of::<WriteTestArgs>(),
         ),
-        max_calls: MAX_MODEL_CALLS,
+    );
+    let mut st = GenState {
+        attempts: 0,
+        executions: Vec::new(),
+        reviews: Vec::new(),
+        tried: Vec::new(),
+        sandbox_error: None,
+        verdicts: Vec::new(),
+        probes: Vec::new(),
+        probe_returns: 0,
     };
-    let mut st =
-        GenState { attempts: 0, executions: Vec::new(), reviews: Vec::new(), tried: Vec::new(), sandbox_error: None };
     let framework = plan.framework.clone();
     let expected = plan.expected.clone();
     let timeout = req.timeout_secs;
-    let result = agent::run_stage(model, &gen_ctx, &spec, trace, |v, trace| {
+    let env = rtm.env.clone();
+    let sandbox_config = || req.sandbox_config(env.clone());
+    let probe_rt = rv::ProbeRuntime {
+        rt,
+        choice: req.sandbox,
+        config: &sandbox_config,
+        framework: &framework,
+        timeout_secs: timeout,
+        repo: &req.root,
+    };
+    let result = agent::run_stage(model, &rtm.ctx, &spec, trace, |v, trace| {
         let args: WriteTestArgs = match parse(v) {
             Ok(a) => a,
             Err(m) => return Verdict::Invalid(m),
@@ -662,23 +905,99 @@ fn stages(
         for r in reviews.iter_mut() {
             scrub_review(r, &workdir);
         }
-        // (a) only for a failure that (b) and (c) accept: otherwise the test goes back anyway.
+        st.executions.push(Execution { attempt: st.attempts, result: result.clone() });
+        let ev = rv::Evidence {
+            issue: &req.issue_text,
+            cause: &cause,
+            plan: &plan,
+            test_path: &path,
+            test_code: &args.code,
+            result: &result,
+            workdir: &workdir,
+        };
+        let settings = rv::Settings {
+            json_mode: opts.json_mode,
+            review_model: opts.review_model.as_deref(),
+            ledger: trace.ledger.render(),
+        };
+        // (a), the independent review, only for a failure that (b) and (c) accept:
+        // otherwise the test goes back anyway.
+        let mut verdict = None;
         if reviews.iter().all(|r| r.passed) {
-            reviews.insert(0, alignment_review(model, trace, &req.issue_text, &args.code, &summary));
+            match rv::review(model, &ctx, &retrieval, trace, &settings, &ev) {
+                Ok(v) => {
+                    reviews.insert(0, aligned_review(&v));
+                    st.verdicts.push(rv::ReviewRecord { attempt: st.attempts, verdict: v.clone() });
+                    let _ = run.write("review.json", &st.verdicts);
+                    verdict = Some(v);
+                }
+                Err(StageError::Spent(r)) => {
+                    st.tried.push((path.clone(), args.code.clone(), reviews.iter().filter(|r| r.passed).count()));
+                    st.reviews.extend(reviews);
+                    return Verdict::Spent(r);
+                }
+                Err(e) => {
+                    st.sandbox_error = Some(format!("the review failed: {e}"));
+                    return Verdict::Stop(format!("the review failed: {e}"));
+                }
+            }
         }
         let passed = reviews.iter().filter(|r| r.passed).count();
         let accepted = reviews.len() == 3 && passed == 3;
-        st.executions.push(Execution { attempt: st.attempts, result: result.clone() });
         st.reviews.extend(reviews.iter().cloned());
         st.tried.push((path.clone(), args.code.clone(), passed));
-        if accepted {
+        let mut findings: Vec<Value> = reviews
+            .iter()
+            .filter_map(|r| r.finding.as_ref())
+            .filter(|f| f.kind != "review-rejected")
+            .map(|f| json!(f))
+            .collect();
+        if let Some(v) = verdict.as_ref().filter(|v| v.verdict == Decision::Reject) {
+            findings.extend(v.findings.iter().map(|f| json!(f)));
+        }
+        if accepted && opts.probe {
+            match rv::probe(model, &ctx, &retrieval, trace, &settings, &ev, &probe_rt, st.attempts) {
+                Ok(p) => {
+                    let verdict = p.verdict;
+                    let reason = p.reason.clone();
+                    if let Some(patch) = p.patch_file() {
+                        let _ = run.write_text("probe.patch", patch);
+                    }
+                    st.probes.push(p);
+                    let _ = run.write("probe.json", &st.probes);
+                    if verdict == Probe::Fails && st.probe_returns < rv::MAX_PROBE_RETURNS {
+                        st.probe_returns += 1;
+                        if let Some(t) = st.tried.last_mut() {
+                            t.2 = 2;
+                        }
+                        findings.push(json!({
+                            "evidence": reason,
+                            "location": path,
+                            "severity": "critical",
+                            "suggestion": "No plausible fix makes this test pass: it may assert the buggy behaviour, or a value no fix gives. Assert the behaviour the issue expects once fixed, and keep the failure the issue reports today.",
+                        }));
+                    } else {
+                        return Verdict::Accept((path, args.code, result));
+                    }
+                }
+                Err(StageError::Spent(r)) => return Verdict::Spent(r),
+                Err(e) => {
+                    st.sandbox_error = Some(format!("the fix probe failed: {e}"));
+                    return Verdict::Stop(format!("the fix probe failed: {e}"));
+                }
+            }
+        } else if accepted {
             return Verdict::Accept((path, args.code, result));
         }
-        let findings: Vec<&Finding> = reviews.iter().filter_map(|r| r.finding.as_ref()).collect();
         if st.attempts >= MAX_FEEDBACK_ITERATIONS {
+            let first = findings
+                .first()
+                .and_then(|f| f.get("description").or_else(|| f.get("suggestion")))
+                .and_then(Value::as_str)
+                .unwrap_or("none")
+                .to_string();
             return Verdict::Stop(format!(
-                "no test passed the review in {MAX_FEEDBACK_ITERATIONS} feedback iterations; the last finding: {}",
-                findings.first().map(|f| f.description.as_str()).unwrap_or("none")
+                "no test passed the review in {MAX_FEEDBACK_ITERATIONS} feedback iterations; the last finding: {first}"
             ));
         }
         Verdict::Feedback(agent::bounded(&json!({
@@ -687,23 +1006,31 @@ fn stages(
             "result": summary,
             "findings": findings,
             "next": format!(
-                "The review rejected the test. Revise it (set-up, inputs, assertions) so it fails today with {}{} for the reason the issue gives, and call write_test again.",
+                "The review rejected the test. Revise it (set-up, inputs, assertions) so it fails today with {}{} for the reason the issue gives, and passes once the bug is fixed; then call write_test again.",
                 expected.kind,
                 expected.message.as_deref().map(|m| format!(": {m}")).unwrap_or_default()
             ),
         })))
     });
-    let _ = rt.block_on(sb.close());
+    drop(rtm);
     run.stage_done("generation");
+    made.verdicts = st.verdicts.clone();
+    made.probes = st.probes.clone();
+    let _ = run.write("ledger.json", &trace.ledger);
     let command_for = |path: &str, code: &str| {
-        runners::command_line(
+        user_command(&runners::command_line(
             Framework::parse_name(&plan.framework).unwrap_or(Framework::Custom),
             path,
             None,
             code,
             None,
             &runners::Layout::of(&req.root),
-        )
+        ))
+    };
+    let symptom_check = if plan.expected.message.as_deref().is_some_and(|m| !m.trim().is_empty()) {
+        "type and message"
+    } else {
+        "type only (the issue gives no message)"
     };
     let ended = match result {
         Ok((path, code, result)) => {
@@ -718,17 +1045,29 @@ fn stages(
                 format!("{}: {}", f.kind.as_deref().unwrap_or("?"), f.message.lines().next().unwrap_or("").trim())
             });
             made.generation = Some(generation);
+            let probe = st.probes.last().map(|p| p.verdict).filter(|_| opts.probe);
+            let mut reason = format!(
+                "the test fails with {}, as the issue reports; the review accepted it on attempt {}",
+                failure.as_deref().unwrap_or(&plan.expected.kind),
+                st.attempts
+            );
+            if let Some(p) = st.probes.last().filter(|_| opts.probe) {
+                reason.push_str(&format!("; fix probe: {} ({})", p.verdict.as_str(), p.reason));
+            }
+            if plan.expected.message.as_deref().is_none_or(|m| m.trim().is_empty()) {
+                reason.push_str(
+                    "; the symptom check compared only the exception type: the issue gives no message to compare",
+                );
+            }
             Ok(Outcome {
                 status: Status::Reproduced,
-                reason: format!(
-                    "the test fails with {}, as the issue reports; the review accepted it on attempt {}",
-                    failure.as_deref().unwrap_or(&plan.expected.kind),
-                    st.attempts
-                ),
+                reason,
                 command: Some(command_for(&path, &code)),
                 test_path: Some(path),
                 test_code: Some(code),
                 failure,
+                probe,
+                symptom_check: Some(symptom_check.into()),
                 ..outcome(run, Status::Reproduced, "")
             })
         }
@@ -746,8 +1085,17 @@ fn stages(
                 made.generation = Some(generation);
             }
             let broke = st.sandbox_error.is_some() || matches!(e, StageError::Model(_) | StageError::Failed(_));
-            let mut o =
-                outcome(run, if broke { Status::Error } else { Status::NotReproduced }, stage_reason("generation", &e));
+            let status = if matches!(e, StageError::Spent(_)) {
+                Status::Budget
+            } else if broke {
+                Status::Error
+            } else {
+                Status::NotReproduced
+            };
+            let mut o = outcome(run, status, stage_reason("generation", &e));
+            if status == Status::Budget {
+                o.reason.push_str("; the artifacts made so far are kept");
+            }
             if let Some((path, code, passed)) = best {
                 o.reason.push_str(&format!("; best attempt ({passed} of 3 checks passed) kept in generation.json"));
                 o.command = Some(command_for(&path, &code));
@@ -762,7 +1110,7 @@ fn stages(
         Ok(o) => o.status,
         Err(o) => o.status,
     };
-    if status != Status::Error {
+    if !matches!(status, Status::Error | Status::Budget) {
         resume.inputs.insert("generation".into(), gen_key);
         run.write("inputs.json", &resume.inputs).map_err(|e| io(run, e))?;
     }

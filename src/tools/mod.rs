@@ -356,6 +356,12 @@ pub fn with_runtime() -> Registry {
 }
 
 impl Registry {
+    /// The registry without the tool `name`.
+    pub fn without(mut self, name: &str) -> Registry {
+        self.tools.retain(|t| t.name() != name);
+        self
+    }
+
     pub fn tools(&self) -> impl Iterator<Item = &dyn Tool> {
         self.tools.iter().map(|t| t.as_ref())
     }

@@ -175,7 +175,14 @@ fn pipeline_adapter_is_scored_end_to_end_and_replays_offline() {
                    "inputs": ["[1, 2, 3, 4]"], "expected": {"kind": "AssertionError", "message": null}}),
         ),
         Reply::tool_call("write_test", json!({"code": MEDIAN_TEST})),
-        Reply::text(r#"{"aligned": true, "description": "checks the median of an even count", "evidence": "median([1, 2, 3, 4])"}"#),
+        Reply::tool_call("submit_review", json!({"verdict": "accept", "findings": []})),
+        // The fix probe: the mean of the middle pair for an even count.
+        Reply::tool_call(
+            "propose_fix",
+            json!({"edits": [{"path": "numkit/stats.py", "search": "    return ordered[mid]\n",
+                              "replace": "    if len(ordered) % 2 == 1:\n        return ordered[mid]\n    return (ordered[mid - 1] + ordered[mid]) / 2\n"}],
+                   "rationale": "average the middle pair"}),
+        ),
     ]);
     let out = tempfile::tempdir().unwrap();
     let mut o = options(&suite(), &out.path().join("live"), Choice::Local);
@@ -189,7 +196,13 @@ fn pipeline_adapter_is_scored_end_to_end_and_replays_offline() {
     assert_eq!(c.status, CaseStatus::Scored, "{:?}", c.reason);
     assert!(c.fail_to_pass, "{:?} {:?}", c.before, c.after);
     assert_eq!(c.claimed.as_deref(), Some("reproduced"));
-    assert_eq!(c.model_calls, 6);
+    assert_eq!(c.model_calls, 7);
+    // The probe's verdict is recorded per case, and the report says it agreed with the
+    // gold fail-to-pass.
+    assert_eq!(c.probe.as_deref(), Some("passes"));
+    assert!(out.path().join("live/cases/py-median-even/reproduce/probe.patch").exists());
+    let md = reproagent::bench::report::markdown(std::slice::from_ref(&r));
+    assert!(md.contains("## Fix probe against the gold fail-to-pass") && md.contains("| 1/1 (100%) |"), "{md}");
     assert!(c.prompt_tokens >= 1000);
     assert_eq!(c.test_files, vec!["tests/test_issue_median.py".to_string()]);
     assert!(c.test_patch.as_deref().unwrap().contains("+++ b/tests/test_issue_median.py"));
@@ -207,7 +220,8 @@ fn pipeline_adapter_is_scored_end_to_end_and_replays_offline() {
     let r2 = bench(&pipeline, &o2);
     let c2 = case(&r2, "py-median-even");
     assert!(c2.fail_to_pass, "{:?}", c2.reason);
-    assert_eq!((c2.model_calls, &c2.test_patch), (6, &c.test_patch));
+    assert_eq!((c2.model_calls, &c2.test_patch), (7, &c.test_patch));
+    assert_eq!(c2.probe.as_deref(), Some("passes"));
 }
 
 /// The zero-shot baseline: one call, with the code BM25 ranks highest for the issue.

@@ -6,7 +6,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use reproagent::model::{ChatModel, HttpModel, ModelConfig, Recorder, Replayer};
-use reproagent::reproduce::{pipeline, Outcome, Status};
+use reproagent::reproduce::agent::{Limits, ToolProtocol};
+use reproagent::reproduce::{pipeline, Outcome, Probe, Status};
 use reproagent::sandbox::Choice;
 use serde_json::{json, Value};
 
@@ -26,9 +27,13 @@ fn model_at(base_url: &str) -> HttpModel {
 }
 
 fn run_on(root: &Path, bug: &str, model: &dyn ChatModel) -> Outcome {
+    run_opts(root, bug, model, &pipeline::Options::default())
+}
+
+fn run_opts(root: &Path, bug: &str, model: &dyn ChatModel, opts: &pipeline::Options) -> Outcome {
     index_with(root, 2, false);
     let issue = fixture(&format!("bugs/{bug}/issue.md"));
-    pipeline::run(
+    pipeline::run_with(
         &pipeline::Request {
             root: root.to_path_buf(),
             issue_file: issue.clone(),
@@ -42,6 +47,7 @@ fn run_on(root: &Path, bug: &str, model: &dyn ChatModel) -> Outcome {
             environment: None,
         },
         model,
+        opts,
     )
     .unwrap()
 }
@@ -78,15 +84,43 @@ pub(crate) fn write_test(code: &str) -> Reply {
     Reply::tool_call("write_test", json!({"code": code}))
 }
 
-fn aligned() -> Reply {
-    Reply::text(
-        r#"{"aligned": true, "description": "calls the reported function with the reported input", "evidence": "the test body"}"#,
+/// The independent review accepts.
+pub(crate) fn accept() -> Reply {
+    Reply::tool_call("submit_review", json!({"verdict": "accept", "findings": []}))
+}
+
+/// The fix probe proposes the fixture's own fix of py-slug.
+pub(crate) fn slug_fix() -> Reply {
+    Reply::tool_call(
+        "propose_fix",
+        json!({"edits": [{"path": "textkit/slug.py", "search": "    first = words[0]\n",
+                          "replace": "    if not words:\n        return \"\"\n    first = words[0]\n"}],
+               "rationale": "a blank title has no words: return the empty slug before indexing"}),
+    )
+}
+
+fn chunk_fix() -> Reply {
+    Reply::tool_call(
+        "propose_fix",
+        json!({"edits": [{"path": "src/chunk.js", "search": "i < items.length - 1;", "replace": "i < items.length;"}],
+               "rationale": "the loop bound skipped a lone last element"}),
+    )
+}
+
+fn percent_fix() -> Reply {
+    Reply::tool_call(
+        "propose_fix",
+        json!({"edits": [{"path": "src/main/java/com/acme/util/Percent.java",
+                          "search": "String digits = text.substring(0, text.length() - 1);",
+                          "replace": "String digits = text.trim().substring(0, text.trim().length() - 1).trim();"}],
+               "rationale": "trim the user's input before parsing"}),
     )
 }
 
 const PY_TEST: &str = "from textkit.slug import slugify\n\n\ndef test_blank_title_gives_empty_slug():\n    assert slugify(\"   \") == \"\"\n";
 
-/// The Python script: two retrieval calls, the three analysis artifacts, then the test.
+/// The Python script: two retrieval calls, the three analysis artifacts, the test, the
+/// review's acceptance and the probe's fix.
 fn py_script() -> Vec<Reply> {
     vec![
         Reply::tool_call("search_code", json!({"query": "slugify"})),
@@ -95,9 +129,47 @@ fn py_script() -> Vec<Reply> {
         cause("slugify indexes words[0] without checking for no words (CAUSE-MARKER)", "textkit/slug.py", "slugify"),
         plan("pytest", "tests/test_issue_blank_slug.py", "IndexError", Some("list index out of range")),
         write_test(PY_TEST),
-        aligned(),
+        accept(),
+        slug_fix(),
     ]
 }
+
+fn js_script() -> Vec<Reply> {
+    vec![
+        Reply::tool_call("read_file", json!({"path": "src/chunk.js"})),
+        loc("src/chunk.js", "chunk", "the loop bound drops the tail"),
+        cause("chunk stops before a last lone element", "src/chunk.js", "chunk"),
+        plan("node-test", "test/chunk_issue.test.js", "AssertionError", None),
+        write_test(JS_TEST),
+        accept(),
+        chunk_fix(),
+    ]
+}
+
+fn java_script() -> Vec<Reply> {
+    vec![
+        Reply::tool_call("find_entity", json!({"name": "parse"})),
+        loc("src/main/java/com/acme/util/Percent.java", "Percent.parse", "Integer.parseInt on untrimmed digits"),
+        cause(
+            "parse hands ' 7' to Integer.parseInt without trimming",
+            "src/main/java/com/acme/util/Percent.java",
+            "parse",
+        ),
+        plan(
+            "junit4",
+            "src/test/java/PercentIssueTest.java",
+            "java.lang.NumberFormatException",
+            Some("For input string: \" 7\""),
+        ),
+        write_test(JAVA_TEST),
+        accept(),
+        percent_fix(),
+    ]
+}
+
+const JS_TEST: &str = "import { test } from 'node:test';\nimport assert from 'node:assert';\nimport { chunk } from '../src/chunk.js';\n\ntest('odd tail is kept', () => {\n  assert.deepStrictEqual(chunk([1, 2, 3], 2), [[1, 2], [3]]);\n});\n";
+
+const JAVA_TEST: &str = "import com.acme.util.*;\n\npublic class PercentIssueTest {\n    @org.junit.Test\n    public void parsesALeadingSpace() {\n        org.junit.Assert.assertEquals(7, Percent.parse(\" 7%\"));\n    }\n}\n";
 
 fn messages(body: &Value) -> Vec<Value> {
     body["messages"].as_array().cloned().unwrap_or_default()
@@ -150,21 +222,30 @@ fn python_bug_is_reproduced_through_four_stages_with_context_passed_on() {
     check_fails_before_passes_after("py-slug", &o, "pytest");
 
     let reqs = server.requests();
-    assert_eq!(reqs.len(), 7);
-    // Tools offered: the retrieval tools and the stage's submit tool; runtime tools only in generation.
+    assert_eq!(reqs.len(), 8);
+    // Tools offered: the retrieval tools and the stage's submit tool; runtime tools only
+    // in the stages that write tests (plan and generation); sequential_thinking nowhere.
     let first = tool_names(&reqs[0].body);
     for t in ["search_code", "read_file", "grep", "find_entity", "callers", "submit_localization"] {
         assert!(first.contains(&t.to_string()), "{t} not offered: {first:?}");
     }
     assert!(!first.contains(&"run_test".to_string()));
+    assert!(reqs.iter().all(|r| !tool_names(&r.body).contains(&"sequential_thinking".to_string())));
+    let plan_tools = tool_names(&reqs[4].body);
+    assert!(plan_tools.contains(&"run_python".to_string()), "the plan stage may run snippets: {plan_tools:?}");
     let gen = tool_names(&reqs[5].body);
     assert!(gen.contains(&"write_test".to_string()) && gen.contains(&"run_python".to_string()), "{gen:?}");
-    // The prompt carries the repository's conventions: framework and an existing test.
+    // The prompt carries the repository's conventions: framework and where the tests are;
+    // the example test itself only in the stages that write tests.
     let system = messages(&reqs[0].body)[0]["content"].as_str().unwrap().to_string();
     assert!(
-        system.contains("pytest") && system.contains("tests/test_slug.py") && system.contains("def test_initials"),
+        system.contains("pytest") && system.contains("tests/test_slug.py") && !system.contains("def test_initials"),
         "{system}"
     );
+    for i in [4, 5] {
+        let system = messages(&reqs[i].body)[0]["content"].as_str().unwrap().to_string();
+        assert!(system.contains("def test_initials"), "{system}");
+    }
     // The test plan and generation see the conventions of the suspect code (where its
     // tests live, how a test there runs), and the plan the one list of frameworks.
     for i in [4, 5] {
@@ -202,21 +283,84 @@ fn python_bug_is_reproduced_through_four_stages_with_context_passed_on() {
     assert!(user(3).contains("LOC-MARKER") && user(3).contains("slugify crashes on a blank title"));
     assert!(user(4).contains("LOC-MARKER") && user(4).contains("CAUSE-MARKER"));
     assert!(user(5).contains("CAUSE-MARKER") && user(5).contains("tests/test_issue_blank_slug.py"));
-    // The alignment review saw the test and its failure.
-    let review = messages(&reqs[6].body);
-    assert!(review[1]["content"].as_str().unwrap().contains("slugify(\"   \")"));
-    assert!(review[1]["content"].as_str().unwrap().contains("IndexError"));
+    // The evidence ledger: what localization read reaches the later stages, with where
+    // and what was found there.
+    for i in [3, 4, 5] {
+        assert!(
+            user(i).contains("Evidence ledger")
+                && user(i).contains("[localization] `read_file`")
+                && user(i).contains("textkit/slug.py:1-")
+                && user(i).contains("def slugify"),
+            "{}",
+            user(i)
+        );
+    }
+    let ledger = read_json(&o.run_dir, "ledger.json");
+    assert_eq!(ledger["entries"].as_array().unwrap().len(), 2, "{ledger}");
+    // The independent review: its own conversation and prompt, JSON mode, read-only
+    // tools, and the evidence: issue, root cause, plan, test source, the full failure.
+    let review = &reqs[6].body;
+    assert_eq!(review["response_format"], json!({"type": "json_object"}));
+    let m = messages(review);
+    assert_eq!(m.len(), 2);
+    assert!(m[0]["content"].as_str().unwrap().contains("independent reviewer"));
+    let evidence = m[1]["content"].as_str().unwrap();
+    for part in [
+        "slugify crashes on a blank title",
+        "CAUSE-MARKER",
+        "tests/test_issue_blank_slug.py",
+        "slugify(\"   \")",
+        "IndexError",
+        "first = words[0]",
+    ] {
+        assert!(evidence.contains(part), "{part} missing from the review's evidence: {evidence}");
+    }
+    let review_tools = tool_names(review);
+    assert!(review_tools.contains(&"read_file".to_string()) && review_tools.contains(&"submit_review".to_string()));
+    assert!(!review_tools.iter().any(|t| t == "write_test" || t.starts_with("run_")), "{review_tools:?}");
+    // The fix probe: its own conversation, the proposal applied in a sandbox copy; the
+    // user's tree is untouched, the patch kept as an unverified suggestion.
+    assert!(messages(&reqs[7].body)[0]["content"].as_str().unwrap().contains("fix probe"));
+    assert!(tool_names(&reqs[7].body).contains(&"propose_fix".to_string()));
+    assert_eq!(o.probe, Some(Probe::Passes), "{}", o.reason);
+    assert!(o.reason.contains("fix probe: passes"), "{}", o.reason);
+    let probe = read_json(&o.run_dir, "probe.json");
+    assert_eq!(probe[0]["verdict"], "passes");
+    assert_eq!(probe[0]["trials"][0]["without_fix"], "failed");
+    assert_eq!(probe[0]["trials"][0]["with_fix"], "passed");
+    let patch = std::fs::read_to_string(Path::new(&o.run_dir).join("probe.patch")).unwrap();
+    assert!(patch.starts_with("UNVERIFIED suggestion"), "{patch}");
+    assert!(patch.contains("--- a/textkit/slug.py") && patch.contains("+    if not words:"), "{patch}");
+    assert!(!std::fs::read_to_string(repo.path().join("textkit/slug.py")).unwrap().contains("if not words"));
+    // The command a user types, and what the symptom check compared.
+    let cmd = o.command.clone().unwrap();
+    assert!(cmd.contains("python3 -m pytest") && cmd.contains("tests/test_issue_blank_slug.py"), "{cmd}");
+    assert!(!cmd.contains(".reproagent-run") && !cmd.contains("rm -rf"), "{cmd}");
+    assert_eq!(o.symptom_check.as_deref(), Some("type and message"));
+    let report = std::fs::read_to_string(Path::new(&o.run_dir).join("report.md")).unwrap();
+    for part in ["## Independent review", "## Fix probe", "## Spend", "model calls: 8", "$0.14 per instance"] {
+        assert!(report.contains(part), "{part} missing from the report: {report}");
+    }
 
     // Provenance: model, endpoint host, every call.
     let run = read_json(&o.run_dir, "run.json");
     assert_eq!(run["model"]["model"], "test-model");
     assert_eq!(run["model"]["endpoint_host"], server.addr().to_string());
-    assert_eq!(run["model_calls"].as_array().unwrap().len(), 7);
-    assert_eq!(run["prompt_tokens"], 70);
+    assert_eq!(run["model_calls"].as_array().unwrap().len(), 8);
+    assert_eq!(run["prompt_tokens"], 80);
     let tools: Vec<&str> = run["tool_calls"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert_eq!(
         tools,
-        ["search_code", "read_file", "submit_localization", "submit_root_cause", "submit_test_plan", "write_test"]
+        [
+            "search_code",
+            "read_file",
+            "submit_localization",
+            "submit_root_cause",
+            "submit_test_plan",
+            "submit_review",
+            "propose_fix",
+            "write_test"
+        ]
     );
     let stages: Vec<&str> = run["stages"].as_array().unwrap().iter().map(|s| s["stage"].as_str().unwrap()).collect();
     assert_eq!(stages, ["localization", "root_cause", "test_plan", "generation"]);
@@ -224,48 +368,32 @@ fn python_bug_is_reproduced_through_four_stages_with_context_passed_on() {
 
 #[test]
 fn javascript_bug_is_reproduced_and_the_test_passes_after_the_fix() {
-    let code = "import { test } from 'node:test';\nimport assert from 'node:assert';\nimport { chunk } from '../src/chunk.js';\n\ntest('odd tail is kept', () => {\n  assert.deepStrictEqual(chunk([1, 2, 3], 2), [[1, 2], [3]]);\n});\n";
-    let server = ScriptedServer::start(vec![
-        Reply::tool_call("read_file", json!({"path": "src/chunk.js"})),
-        loc("src/chunk.js", "chunk", "the loop bound drops the tail"),
-        cause("chunk stops before a last lone element", "src/chunk.js", "chunk"),
-        plan("node-test", "test/chunk_issue.test.js", "AssertionError", None),
-        write_test(code),
-        aligned(),
-    ]);
+    let server = ScriptedServer::start(js_script());
     let repo = copy_tree(&fixture("bugs/js-chunk/repo"));
     let o = run_on(repo.path(), "js-chunk", &model_at(&server.base_url()));
     assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
     let system = messages(&server.requests()[0].body)[0]["content"].as_str().unwrap().to_string();
     assert!(system.contains("node-test") && system.contains("test/chunk.test.js"), "{system}");
     check_fails_before_passes_after("js-chunk", &o, "node-test");
+    assert_eq!(o.probe, Some(Probe::Passes), "{}", o.reason);
+    // The issue gives no message: the outcome says the symptom check compared the type only.
+    assert_eq!(o.symptom_check.as_deref(), Some("type only (the issue gives no message)"));
+    assert!(o.reason.contains("compared only the exception type"), "{}", o.reason);
+    let cmd = o.command.clone().unwrap();
+    assert_eq!(cmd, "node --test 'test/chunk_issue.test.js'");
 }
 
 #[test]
 fn java_bug_is_reproduced_and_the_test_passes_after_the_fix() {
-    let code = "import com.acme.util.*;\n\npublic class PercentIssueTest {\n    @org.junit.Test\n    public void parsesALeadingSpace() {\n        org.junit.Assert.assertEquals(7, Percent.parse(\" 7%\"));\n    }\n}\n";
-    let server = ScriptedServer::start(vec![
-        Reply::tool_call("find_entity", json!({"name": "parse"})),
-        loc("src/main/java/com/acme/util/Percent.java", "Percent.parse", "Integer.parseInt on untrimmed digits"),
-        cause(
-            "parse hands ' 7' to Integer.parseInt without trimming",
-            "src/main/java/com/acme/util/Percent.java",
-            "parse",
-        ),
-        plan(
-            "junit4",
-            "src/test/java/PercentIssueTest.java",
-            "java.lang.NumberFormatException",
-            Some("For input string: \" 7\""),
-        ),
-        write_test(code),
-        aligned(),
-    ]);
+    let server = ScriptedServer::start(java_script());
     let repo = copy_tree(&fixture("bugs/java-percent/repo"));
     let o = run_on(repo.path(), "java-percent", &model_at(&server.base_url()));
-    assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
+    assert_eq!(o.status, Status::Reproduced, "{} {}", o.reason, read_json(&o.run_dir, "generation.json"));
     assert!(o.failure.as_deref().unwrap().contains("NumberFormatException"), "{:?}", o.failure);
     check_fails_before_passes_after("java-percent", &o, "junit4");
+    assert_eq!(o.probe, Some(Probe::Passes), "{}", o.reason);
+    let cmd = o.command.clone().unwrap();
+    assert!(cmd.contains("javac") && !cmd.contains("rm -rf"), "{cmd}");
 }
 
 #[test]
@@ -644,7 +772,7 @@ fn resume_reuses_the_stages_whose_inputs_did_not_change() {
     // analysis is reused but the test is written and run again.
     let (o, reqs) = resume_with(&text, 90, py_script().split_off(5));
     assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
-    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs.len(), 3);
     assert_eq!(read_json(&o.run_dir, "run.json")["reused"], json!(["localization", "root_cause", "test_plan"]));
 
     // A generation that ended in an error (a broken sandbox, an interrupt) says nothing
@@ -655,14 +783,369 @@ fn resume_reuses_the_stages_whose_inputs_did_not_change() {
     std::fs::write(&outcome_path, serde_json::to_vec_pretty(&errored).unwrap()).unwrap();
     let (o, reqs) = resume(&text, py_script().split_off(5));
     assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
-    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs.len(), 3);
     assert!(tool_names(&reqs[0].body).contains(&"write_test".to_string()));
     assert_eq!(read_json(&o.run_dir, "run.json")["reused"], json!(["localization", "root_cause", "test_plan"]));
 
     // A changed issue changes every stage's inputs: everything runs again.
     let (o, reqs) = resume(&format!("{text}\nSeen on version 2.1.\n"), py_script());
     assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
-    assert_eq!(reqs.len(), 7);
+    assert_eq!(reqs.len(), 8);
     assert_eq!(read_json(&o.run_dir, "run.json")["reused"], json!([]));
     assert_ne!(read_json(&first.run_dir, "inputs.json"), read_json(&o.run_dir, "inputs.json"));
+}
+
+/// A test that fails today for the reported reason but asserts a value no fix gives.
+const PY_NONE_TEST: &str =
+    "from textkit.slug import slugify\n\n\ndef test_blank_title():\n    assert slugify(\"   \") is None\n";
+
+#[test]
+fn the_review_rejects_with_findings_then_accepts_the_corrected_test() {
+    let mut script: Vec<Reply> = py_script().into_iter().take(5).collect();
+    script.push(write_test(PY_NONE_TEST));
+    // The review checks a claim in the code with a read-only tool, then rejects.
+    script.push(Reply::tool_call("grep", json!({"pattern": "return", "path": "textkit/slug.py"})));
+    script.push(Reply::tool_call(
+        "submit_review",
+        json!({"verdict": "reject", "findings": [{
+            "evidence": "assert slugify(\"   \") is None",
+            "location": "tests/test_issue_blank_slug.py:5",
+            "severity": "critical",
+            "suggestion": "REVIEW-SUGGESTION: the issue expects an empty slug, not None"}]}),
+    ));
+    script.extend([write_test(PY_TEST), accept(), slug_fix()]);
+    let server = ScriptedServer::start(script);
+    let repo = copy_tree(&fixture("bugs/py-slug/repo"));
+    let opts = pipeline::Options { review_model: Some("review-model".into()), ..Default::default() };
+    let o = run_opts(repo.path(), "py-slug", &model_at(&server.base_url()), &opts);
+    assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
+    assert!(o.reason.contains("attempt 2"), "{}", o.reason);
+    assert_eq!(o.test_code.as_deref(), Some(PY_TEST));
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 11);
+    // The review ran on --review-model, every other stage on the run's model.
+    let models: Vec<&str> = reqs.iter().map(|r| r.body["model"].as_str().unwrap()).collect();
+    assert_eq!(
+        models,
+        [
+            "test-model",
+            "test-model",
+            "test-model",
+            "test-model",
+            "test-model",
+            "test-model",
+            "review-model",
+            "review-model",
+            "test-model",
+            "review-model",
+            "test-model"
+        ]
+    );
+    // The grep's result came back to the review; the rejection's findings, in RepoMAS's
+    // shape, went back to generation as the write_test result.
+    let last = |i: usize| messages(&reqs[i].body).last().unwrap()["content"].as_str().unwrap().to_string();
+    assert!(last(7).contains("return"), "{}", last(7));
+    let back = last(8);
+    for part in [
+        "REVIEW-SUGGESTION",
+        "\"severity\":\"critical\"",
+        "\"location\":\"tests/test_issue_blank_slug.py:5\"",
+        "\"evidence\"",
+    ] {
+        assert!(back.contains(part), "{part} missing: {back}");
+    }
+    let verdicts = read_json(&o.run_dir, "review.json");
+    assert_eq!(verdicts.as_array().unwrap().len(), 2);
+    assert_eq!((verdicts[0]["attempt"].as_u64(), verdicts[0]["verdict"].as_str()), (Some(1), Some("reject")));
+    assert_eq!(verdicts[0]["findings"][0]["severity"], "critical");
+    assert_eq!((verdicts[1]["attempt"].as_u64(), verdicts[1]["verdict"].as_str()), (Some(2), Some("accept")));
+    let generation = read_json(&o.run_dir, "generation.json");
+    let kinds: Vec<&str> =
+        generation["reviews"].as_array().unwrap().iter().filter_map(|r| r["finding"]["type"].as_str()).collect();
+    assert_eq!(kinds, ["review-rejected"]);
+    let run = read_json(&o.run_dir, "run.json");
+    assert_eq!(run["review_model"], "review-model");
+
+    // A verdict that breaks the schema is sent back to the review, told why.
+    let mut script: Vec<Reply> = py_script().into_iter().take(6).collect();
+    script.push(Reply::tool_call("submit_review", json!({"verdict": "reject", "findings": []})));
+    script.extend([accept(), slug_fix()]);
+    let server = ScriptedServer::start(script);
+    let o = run_on(repo.path(), "py-slug", &model_at(&server.base_url()));
+    assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
+    let reqs = server.requests();
+    let told = messages(&reqs[7].body).last().unwrap()["content"].as_str().unwrap().to_string();
+    assert!(told.contains("at least one finding"), "{told}");
+}
+
+#[test]
+fn a_test_no_fix_can_make_pass_goes_back_to_generation_and_is_regenerated() {
+    let mut script: Vec<Reply> = py_script().into_iter().take(5).collect();
+    // The review lets the wrong test through; the probe's fix does not make it pass, and
+    // the probe concludes that no plausible fix can.
+    script.extend([write_test(PY_NONE_TEST), accept(), slug_fix()]);
+    script.push(Reply::tool_call(
+        "propose_fix",
+        json!({"test_cannot_pass": "the test asserts None, but the issue expects an empty slug"}),
+    ));
+    script.extend([write_test(PY_TEST), accept(), slug_fix()]);
+    let server = ScriptedServer::start(script);
+    let repo = copy_tree(&fixture("bugs/py-slug/repo"));
+    let o = run_on(repo.path(), "py-slug", &model_at(&server.base_url()));
+    assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
+    assert_eq!(o.test_code.as_deref(), Some(PY_TEST));
+    assert_eq!(o.probe, Some(Probe::Passes));
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 12);
+    let last = |i: usize| messages(&reqs[i].body).last().unwrap()["content"].as_str().unwrap().to_string();
+    // The probe was told that the test still fails with its fix.
+    assert!(last(8).contains("still fails") && last(8).contains("AssertionError"), "{}", last(8));
+    // Generation was told that no plausible fix makes its test pass.
+    let back = last(9);
+    assert!(back.contains("No plausible fix") && back.contains("asserts None"), "{back}");
+    let probes = read_json(&o.run_dir, "probe.json");
+    assert_eq!(probes.as_array().unwrap().len(), 2);
+    assert_eq!(probes[0]["verdict"], "fails");
+    assert_eq!(probes[0]["trials"][0]["without_fix"], "failed");
+    assert_eq!(probes[0]["trials"][0]["with_fix"], "failed");
+    assert_eq!(probes[1]["verdict"], "passes");
+    // The user's tree never saw a fix.
+    assert!(!std::fs::read_to_string(repo.path().join("textkit/slug.py")).unwrap().contains("if not words"));
+
+    // No fix proposed: recorded as such, the test stands.
+    let mut script: Vec<Reply> = py_script().into_iter().take(7).collect();
+    script.push(Reply::tool_call("propose_fix", json!({"edits": [], "rationale": "cannot tell"})));
+    let server = ScriptedServer::start(script);
+    let o = run_on(repo.path(), "py-slug", &model_at(&server.base_url()));
+    assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
+    assert_eq!(o.probe, Some(Probe::NoFix));
+    assert_eq!(read_json(&o.run_dir, "outcome.json")["probe"], "no_fix");
+
+    // --no-probe: no probe call at all.
+    let server = ScriptedServer::start(py_script().into_iter().take(7).collect());
+    let opts = pipeline::Options { probe: false, ..Default::default() };
+    let o = run_opts(repo.path(), "py-slug", &model_at(&server.base_url()), &opts);
+    assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
+    assert_eq!((o.probe, server.requests().len()), (None, 7));
+}
+
+#[test]
+fn the_budget_stops_a_run_cleanly_with_the_artifacts_so_far() {
+    let repo = copy_tree(&fixture("bugs/py-slug/repo"));
+    // --max-calls 2: two retrieval calls, then the run stops before the third.
+    let server = ScriptedServer::start(py_script());
+    let opts = pipeline::Options { limits: Limits { max_calls: Some(2), max_cost_usd: None }, ..Default::default() };
+    let o = run_opts(repo.path(), "py-slug", &model_at(&server.base_url()), &opts);
+    assert_eq!(o.status, Status::Budget, "{}", o.reason);
+    assert!(o.reason.contains("budget of 2 model calls") && o.reason.contains("artifacts made so far"), "{}", o.reason);
+    assert_eq!(server.requests().len(), 2);
+    let report = std::fs::read_to_string(Path::new(&o.run_dir).join("report.md")).unwrap();
+    assert!(report.contains("**Outcome: budget**") && report.contains("model calls: 2 (limit 2)"), "{report}");
+    assert_eq!(read_json(&o.run_dir, "outcome.json")["status"], "budget");
+    assert_eq!(read_json(&o.run_dir, "ledger.json")["entries"].as_array().unwrap().len(), 2);
+
+    // --max-cost: priced at $0.02 a call, $0.05 stops after the third call (localization
+    // done and kept), before root cause.
+    let server = ScriptedServer::start(py_script());
+    let mut c = ModelConfig::new(server.base_url(), "test-model");
+    c.prices.prices.insert("test-model".into(), reproagent::model::Price { input: 1000.0, output: 2000.0 });
+    let opts = pipeline::Options { limits: Limits { max_calls: None, max_cost_usd: Some(0.05) }, ..Default::default() };
+    let o = run_opts(repo.path(), "py-slug", &HttpModel::new(c), &opts);
+    assert_eq!(o.status, Status::Budget, "{}", o.reason);
+    assert!(o.reason.contains("root cause stage") && o.reason.contains("budget of $0.0500"), "{}", o.reason);
+    assert_eq!(server.requests().len(), 3);
+    assert!(Path::new(&o.run_dir).join("localization.json").exists());
+    let report = std::fs::read_to_string(Path::new(&o.run_dir).join("report.md")).unwrap();
+    assert!(report.contains("cost: $0.0600 (limit $0.05)"), "{report}");
+}
+
+/// A reply of the JSON-in-text protocol: the tool call written in the answer's text.
+fn text_call(name: &str, args: Value) -> Reply {
+    Reply::text(&format!("I will call a tool.\n{}", json!({"tool": name, "arguments": args})))
+}
+
+#[test]
+fn the_json_in_text_protocol_runs_end_to_end() {
+    // The endpoint refuses `tools`; the run switches to tools described in the prompt.
+    // The review's JSON mode is refused too and dropped; its verdict is still checked.
+    let mut script = vec![Reply::status_msg(400, "tools are not supported for this model")];
+    script.push(text_call("read_file", json!({"path": "textkit/slug.py"})));
+    script.push(text_call(
+        "submit_localization",
+        json!({"locations": [{"file": "textkit/slug.py", "entity": "slugify", "start_line": 1, "end_line": 20, "confidence": 0.9, "rationale": "words[0]"}]}),
+    ));
+    script.push(text_call(
+        "submit_root_cause",
+        json!({"summary": "slugify indexes words[0] without checking for no words", "category": "boundary-handling",
+               "execution_path": [{"file": "textkit/slug.py", "line": 11, "function": "slugify"}],
+               "trigger_conditions": ["a blank title"], "confidence": 0.8}),
+    ));
+    script.push(text_call(
+        "submit_test_plan",
+        json!({"framework": "pytest", "test_path": "tests/test_issue_blank_slug.py", "command": "pytest", "environment": [],
+               "inputs": ["'   '"], "expected": {"kind": "IndexError", "message": "list index out of range"}}),
+    ));
+    script.push(text_call("write_test", json!({"code": PY_TEST})));
+    script.push(Reply::status_msg(400, "response_format json_object is not supported"));
+    script.push(Reply::text(r#"{"verdict": "accept", "findings": []}"#));
+    script.push(text_call(
+        "propose_fix",
+        json!({"edits": [{"path": "textkit/slug.py", "search": "    first = words[0]\n",
+                          "replace": "    if not words:\n        return \"\"\n    first = words[0]\n"}],
+               "rationale": "return the empty slug for a blank title"}),
+    ));
+    let server = ScriptedServer::start(script);
+    let repo = copy_tree(&fixture("bugs/py-slug/repo"));
+    let o = run_on(repo.path(), "py-slug", &model_at(&server.base_url()));
+    assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
+    assert_eq!(o.probe, Some(Probe::Passes), "{}", o.reason);
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 9);
+    assert!(reqs[0].body.get("tools").is_some());
+    for r in &reqs[1..] {
+        assert!(r.body.get("tools").is_none(), "a text-protocol request offered native tools: {}", r.body);
+    }
+    let system = messages(&reqs[1].body)[0]["content"].as_str().unwrap().to_string();
+    assert!(
+        system.contains("{\"tool\": \"NAME\", \"arguments\": {...}}") && system.contains("- `read_file`:"),
+        "{system}"
+    );
+    // The tool's result came back as a user message.
+    let m = messages(&reqs[2].body);
+    let back = m.last().unwrap();
+    assert_eq!(back["role"], "user");
+    assert!(back["content"].as_str().unwrap().starts_with("Result of `read_file`:"), "{back}");
+    assert!(back["content"].as_str().unwrap().contains("first = words[0]"));
+    assert!(m.iter().all(|x| x["role"] != "tool"));
+    // JSON mode: asked, refused, dropped.
+    assert_eq!(reqs[6].body["response_format"], json!({"type": "json_object"}));
+    assert!(reqs[7].body.get("response_format").is_none());
+    let run = read_json(&o.run_dir, "run.json");
+    assert_eq!(run["tool_protocol"], "text");
+    let notes = run["notes"].to_string();
+    assert!(notes.contains("refused native tools") && notes.contains("refused JSON mode"), "{notes}");
+
+    // --tool-protocol text from the start, and auto detecting a tool call in the text of
+    // an endpoint that ignores `tools`.
+    for protocol in [ToolProtocol::Text, ToolProtocol::Auto] {
+        let mut script: Vec<Reply> = reqs_script_without_faults();
+        script.truncate(2);
+        let server = ScriptedServer::start(script);
+        let opts = pipeline::Options { tool_protocol: protocol, ..Default::default() };
+        let o = run_opts(repo.path(), "py-slug", &model_at(&server.base_url()), &opts);
+        assert_eq!(o.status, Status::Error, "{}", o.reason);
+        let reqs = server.requests();
+        assert_eq!(reqs[0].body.get("tools").is_none(), protocol == ToolProtocol::Text);
+        assert!(reqs[1].body.get("tools").is_none(), "{protocol:?}");
+        assert!(Path::new(&o.run_dir).join("localization.json").exists(), "{protocol:?}");
+    }
+}
+
+fn reqs_script_without_faults() -> Vec<Reply> {
+    vec![
+        text_call("read_file", json!({"path": "textkit/slug.py"})),
+        text_call(
+            "submit_localization",
+            json!({"locations": [{"file": "textkit/slug.py", "entity": "slugify", "start_line": 1, "end_line": 20, "confidence": 0.9, "rationale": "words[0]"}]}),
+        ),
+    ]
+}
+
+#[test]
+fn the_user_command_drops_the_pipelines_report_plumbing() {
+    assert_eq!(
+        pipeline::user_command("rm -rf .reproagent-run && mkdir -p .reproagent-run && python3 -m pytest -p no:cacheprovider -q -rA --junitxml=.reproagent-run/junit.xml 'tests/t.py::test_a'"),
+        "python3 -m pytest 'tests/t.py::test_a'"
+    );
+    assert_eq!(
+        pipeline::user_command("rm -rf .reproagent-run && mkdir -p .reproagent-run && node_modules/.bin/jest --ci --json --outputFile=.reproagent-run/jest.json 'test/a.test.js'"),
+        "node_modules/.bin/jest 'test/a.test.js'"
+    );
+}
+
+/// The committed cassettes: one full run per language (the scripts above, recorded
+/// through the scripted server), replayed offline.
+const CASSETTES: [(&str, &str, &str); 3] = [
+    ("py-slug", "pytest", "py-slug.jsonl"),
+    ("js-chunk", "node-test", "js-chunk.jsonl"),
+    ("java-percent", "junit4", "java-percent.jsonl"),
+];
+
+#[test]
+fn the_committed_cassettes_replay_a_full_run_per_language_offline() {
+    for (bug, framework, file) in CASSETTES {
+        let repo = copy_tree(&fixture(&format!("bugs/{bug}/repo")));
+        let cassette = fixture(&format!("cassettes/{file}"));
+        let o = run_on(repo.path(), bug, &Replayer::open(&cassette).unwrap());
+        assert_eq!(o.status, Status::Reproduced, "{bug}: {}", o.reason);
+        assert_eq!(o.probe, Some(Probe::Passes), "{bug}: {}", o.reason);
+        check_fails_before_passes_after(bug, &o, framework);
+    }
+}
+
+/// Re-record the committed cassettes (after a change to the prompts or the requests):
+/// `REPROAGENT_RECORD_CASSETTES=1 cargo test --test all pipeline::record_the_committed_cassettes -- --ignored`.
+#[test]
+#[ignore]
+fn record_the_committed_cassettes() {
+    if std::env::var_os("REPROAGENT_RECORD_CASSETTES").is_none() {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/cassettes");
+    std::fs::create_dir_all(&dir).unwrap();
+    for ((bug, _, file), script) in CASSETTES.into_iter().zip([py_script(), js_script(), java_script()]) {
+        let server = ScriptedServer::start(script);
+        let repo = copy_tree(&fixture(&format!("bugs/{bug}/repo")));
+        let model = Recorder::create(&dir.join(file), model_at(&server.base_url())).unwrap();
+        let o = run_on(repo.path(), bug, &model);
+        assert_eq!(o.status, Status::Reproduced, "{bug}: {}", o.reason);
+        assert_eq!(server.remaining(), 0, "{bug}");
+    }
+}
+
+#[test]
+fn the_cli_takes_the_review_probe_budget_and_protocol_flags() {
+    let repo = copy_tree(&fixture("bugs/py-slug/repo"));
+    index_with(repo.path(), 2, false);
+    let issue = fixture("bugs/py-slug/issue.md");
+    let issue = issue.to_str().unwrap();
+    let server = ScriptedServer::start(py_script());
+    let base = server.base_url();
+    let run = |extra: &[&str]| {
+        let mut args =
+            vec!["reproduce", "--issue", issue, "--model", "test-model", "--base-url", &base, "--sandbox", "local"];
+        args.extend_from_slice(extra);
+        cli(repo.path(), &args)
+    };
+    // The budget: exit 3, outcome `budget`, said on stdout.
+    let o = run(&["--max-calls", "2", "--tool-protocol", "text", "--review-model", "reviewer", "--no-probe"]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(3), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout.starts_with("budget: ") && stdout.contains("budget of 2 model calls"), "{stdout}");
+    // --tool-protocol text: no native tools were offered.
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    assert!(reqs.iter().all(|r| r.body.get("tools").is_none()));
+    // Bad values: one line with what is wrong.
+    let o = run(&["--max-cost", "a lot"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is not an amount of US dollars above 0"));
+    let o = run(&["--tool-protocol", "smoke"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("possible values: auto, native, text"));
+
+    // The review's model from reproagent.toml; the outcome says what the probe found.
+    std::fs::write(repo.path().join("reproagent.toml"), "[model]\nreview_model = \"cfg-reviewer\"\n").unwrap();
+    let server = ScriptedServer::start(py_script());
+    let base = server.base_url();
+    let o = cli(
+        repo.path(),
+        &["reproduce", "--issue", issue, "--model", "test-model", "--base-url", &base, "--sandbox", "local"],
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout.contains("fix probe: passes"), "{stdout}");
+    let models: Vec<String> = server.requests().iter().map(|r| r.body["model"].as_str().unwrap().to_string()).collect();
+    assert_eq!(models[6], "cfg-reviewer");
+    assert!(models.iter().filter(|m| *m == "cfg-reviewer").count() == 1, "{models:?}");
 }
