@@ -18,7 +18,7 @@ pub mod adapter;
 pub mod case;
 pub(crate) mod localize;
 pub(crate) mod mine;
-pub(crate) mod report;
+pub mod report;
 pub mod run;
 pub mod score;
 pub(crate) mod swt;
