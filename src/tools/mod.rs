@@ -10,6 +10,7 @@
 pub(crate) mod fs;
 pub mod graph;
 mod paths;
+mod reindex;
 pub(crate) mod runtime;
 pub mod search;
 pub(crate) mod thinking;
@@ -64,9 +65,6 @@ pub enum ToolError {
     /// The keyword index is missing, out of date with the graph, or failed.
     #[error(transparent)]
     Search(#[from] SearchError),
-    /// Files changed since the last `reproagent index`.
-    #[error("the index is stale: {} file(s) changed since it was built ({})", .total, .changed.join(", "))]
-    Stale { changed: Vec<String>, total: usize },
     /// A runtime tool without a sandbox, or a sandbox error (a refusal carries its reason).
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
@@ -111,9 +109,6 @@ impl ToolError {
             ToolError::Binary(_) => "read_file reads text files only",
             ToolError::Index(e) => return e.hint().map(str::to_string),
             ToolError::Search(e) => return e.hint().map(str::to_string),
-            ToolError::Stale { .. } => {
-                "run `reproagent index` in the repository (incremental: only changed files are parsed)"
-            }
             ToolError::Sandbox(SandboxError::Refused(_)) => "rewrite the command without the refused part",
             ToolError::Sandbox(_) => return None,
             ToolError::NoSandbox => "start with a sandbox (`reproagent serve --sandbox local|docker`)",
@@ -133,7 +128,6 @@ impl ToolError {
                 v["nearest"] = json!(nearest)
             }
             ToolError::Ambiguous { candidates, .. } => v["candidates"] = json!(candidates),
-            ToolError::Stale { changed, .. } => v["changed"] = json!(changed),
             _ => {}
         }
         v
@@ -204,11 +198,40 @@ impl<T: TypedTool> Tool for T {
             Ok(a) => a,
             Err(message) => return ToolOutput::error(&ToolError::BadArgs { tool: T::NAME.to_string(), message }),
         };
-        match self.run(ctx, parsed).and_then(|o| serde_json::to_value(o).map_err(|e| ToolError::Other(e.to_string()))) {
+        STALE.with(|s| s.borrow_mut().take());
+        let out = match self
+            .run(ctx, parsed)
+            .and_then(|o| serde_json::to_value(o).map_err(|e| ToolError::Other(e.to_string())))
+        {
             Ok(value) => ToolOutput { value, is_error: false },
             Err(e) => ToolOutput::error(&e),
+        };
+        with_stale(out)
+    }
+}
+
+thread_local! {
+    /// What the freshness check of this thread's tool call found changed.
+    static STALE: std::cell::RefCell<Option<paths::Stale>> = const { std::cell::RefCell::new(None) };
+}
+
+/// An answer from an index that no longer describes the tree says so beside the answer:
+/// which files changed, and how to update the index.
+fn with_stale(mut out: ToolOutput) -> ToolOutput {
+    if let Some(st) = STALE.with(|s| s.borrow_mut().take()) {
+        if let Some(o) = out.value.as_object_mut() {
+            o.insert(
+                "stale".into(),
+                json!({
+                    "files": st.changed,
+                    "total": st.total,
+                    "note": "answered from the index as of the last `index`: these files changed since; \
+                             the `index` tool (or `reproagent index`) updates it incrementally",
+                }),
+            );
         }
     }
+    out
 }
 
 /// serde says "invalid type: string, expected usize" without the field; name it.
@@ -286,7 +309,8 @@ impl ToolContext {
         &self.root
     }
 
-    /// The graph index, opened on first use; refused when missing or stale.
+    /// The graph index, opened on first use; refused when missing. When files changed
+    /// since it was built, the answer of the tool that asked carries them (`stale`).
     pub fn store(&self) -> Result<Arc<Store>, ToolError> {
         let db = crate::store::db_path(&self.root);
         let stamp = paths::DbStamp::of(&db);
@@ -296,7 +320,7 @@ impl ToolContext {
                 Some((s, st)) if Some(st) == stamp.as_ref() => s.clone(),
                 _ => {
                     let s = Arc::new(crate::store::open(&db)?);
-                    if let Some(st) = stamp {
+                    if let Some(st) = stamp.clone() {
                         *guard = Some((s.clone(), st));
                     }
                     s
@@ -304,7 +328,8 @@ impl ToolContext {
             }
         };
         let mut fresh = self.freshness.lock().map_err(|_| ToolError::Other("freshness lock poisoned".into()))?;
-        fresh.check(&self.root, &store)?;
+        let stale = fresh.check(&self.root, &store, stamp.as_ref())?;
+        STALE.with(|s| *s.borrow_mut() = stale);
         Ok(store)
     }
 
@@ -343,6 +368,14 @@ pub fn all() -> Registry {
             Box::new(graph::TestsFor),
         ],
     }
+}
+
+/// What the MCP server offers: [`all`] plus `index`, which updates the index of the tree
+/// the server serves (an agent that writes files keeps its answers current).
+pub fn for_server(runtime: bool) -> Registry {
+    let mut r = if runtime { with_runtime() } else { all() };
+    r.tools.push(Box::new(reindex::Index));
+    r
 }
 
 /// [`all`] plus the runtime tools (`run_command`, `run_python`, `run_test`), which need a
