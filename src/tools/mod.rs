@@ -206,8 +206,79 @@ impl<T: TypedTool> Tool for T {
             Ok(value) => ToolOutput { value, is_error: false },
             Err(e) => ToolOutput::error(&e),
         };
-        with_stale(out)
+        let mut out = with_stale(out);
+        out.value = cap_chars(out.value, MAX_OUTPUT_CHARS);
+        out
     }
+}
+
+/// The most characters of JSON one tool answer carries; the answer says how to get the rest.
+pub const MAX_OUTPUT_CHARS: usize = 20_000;
+
+/// Cut an answer longer than `max` characters: its longest list loses items from the end
+/// (or its `content` text loses whole lines from the end), and `truncated`/`note` say
+/// what was cut and how to page.
+pub(crate) fn cap_chars(mut v: Value, max: usize) -> Value {
+    for _ in 0..8 {
+        let len = v.to_string().chars().count();
+        if len <= max {
+            return v;
+        }
+        let Some(o) = v.as_object_mut() else { return v };
+        let over = len - max;
+        let longest = o
+            .iter()
+            .filter(|(k, x)| x.is_array() || (k.as_str() == "content" && x.is_string()))
+            .map(|(k, x)| (x.to_string().chars().count(), k.clone()))
+            .max();
+        let Some((size, key)) = longest else { return v };
+        let note = if let Some(Value::Array(items)) = o.get_mut(&key) {
+            // Keep the largest prefix that fits.
+            let budget = size.saturating_sub(over + 200);
+            let total = items.len();
+            let mut used = 2;
+            let mut keep = 0;
+            for it in items.iter() {
+                let n = it.to_string().chars().count() + 1;
+                if used + n > budget {
+                    break;
+                }
+                used += n;
+                keep += 1;
+            }
+            items.truncate(keep);
+            format!(
+                "answer cut at {max} characters: the first {keep} of the {total} {key} shown; \
+                 pass offset={keep} (where the tool takes one), a smaller limit or a narrower query"
+            )
+        } else if let Some(Value::String(text)) = o.get_mut(&key) {
+            let budget = text.chars().count().saturating_sub(over + 200);
+            let cut: String = text.chars().take(budget).collect();
+            let cut = match cut.rfind('\n') {
+                Some(i) => cut[..=i].to_string(),
+                None => String::new(),
+            };
+            // Numbered lines (`  12 | text`): say where to go on.
+            let last = cut.lines().last().and_then(|l| l.split('|').next()).and_then(|n| n.trim().parse::<u64>().ok());
+            *text = cut;
+            match last {
+                Some(n) => {
+                    o.insert("end_line".into(), json!(n));
+                    format!("answer cut at {max} characters after line {n}; pass start_line={} for more", n + 1)
+                }
+                None => format!("answer cut at {max} characters"),
+            }
+        } else {
+            return v;
+        };
+        o.insert("truncated".into(), json!(true));
+        let merged = match o.get("note").and_then(Value::as_str) {
+            Some(n) if !n.is_empty() => format!("{note}; {n}"),
+            _ => note,
+        };
+        o.insert("note".into(), json!(merged));
+    }
+    v
 }
 
 thread_local! {
@@ -458,4 +529,36 @@ pub(crate) fn page<T>(items: Vec<T>, offset: usize, limit: usize, what: &str) ->
         format!("showing {what} {}-{} of {total}; pass offset={} for more", offset + 1, offset + shown, offset + shown)
     });
     (kept, Page { total, offset, shown, truncated, note })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_answer_is_cut_to_the_cap_and_says_how_to_page() {
+        let edges: Vec<Value> =
+            (0..1000).map(|i| json!({"caller": format!("pkg/mod.py:function_{i}"), "line": i})).collect();
+        let v = cap_chars(json!({"entity": "x", "edges": edges, "note": "showing edges 1-1000 of 4000"}), 20_000);
+        assert!(v.to_string().chars().count() <= 20_000, "{}", v.to_string().len());
+        let kept = v["edges"].as_array().unwrap().len();
+        assert!(kept > 300 && kept < 1000, "{kept}");
+        assert_eq!(v["truncated"], true);
+        let note = v["note"].as_str().unwrap();
+        assert!(
+            note.starts_with(&format!("answer cut at 20000 characters: the first {kept} of the 1000 edges")),
+            "{note}"
+        );
+        assert!(note.ends_with("showing edges 1-1000 of 4000"), "the tool's own note is kept: {note}");
+
+        let content: String = (1..=2000).map(|i| format!("{i:>5} | line number {i} of the file\n")).collect();
+        let v = cap_chars(json!({"path": "a.py", "start_line": 1, "end_line": 2000, "content": content}), 20_000);
+        assert!(v.to_string().chars().count() <= 20_000);
+        let last = v["end_line"].as_u64().unwrap();
+        assert!(v["content"].as_str().unwrap().ends_with(&format!("line number {last} of the file\n")));
+        assert!(v["note"].as_str().unwrap().contains(&format!("start_line={}", last + 1)), "{v}");
+
+        let small = json!({"edges": [1, 2, 3]});
+        assert_eq!(cap_chars(small.clone(), 20_000), small);
+    }
 }

@@ -350,3 +350,34 @@ fn tool_command_lists_runs_and_fails_cleanly() {
     assert_eq!(not_json.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&not_json.stderr).contains("arguments are not JSON"));
 }
+
+/// Every answer stays under 20,000 characters by default, saying how to get the rest:
+/// a class with 600 methods, and `grep` at its largest limit.
+#[test]
+fn every_answer_is_capped_by_characters_with_a_note() {
+    let dir = copy_tree(&fixture("python/shop"));
+    let methods: String = (0..600)
+        .map(|i| format!("    def a_rather_long_method_name_number_{i}(self, argument):\n        return {i}\n"))
+        .collect();
+    std::fs::write(dir.path().join("core/wide.py"), format!("class Wide:\n{methods}")).unwrap();
+    index_with(dir.path(), 1, true);
+    let ctx = ToolContext::new(dir.path()).unwrap();
+    let reg = tools::all();
+    for (tool, args) in [
+        ("class_structure", json!({"name": "Wide"})),
+        ("grep", json!({"pattern": "a_rather_long", "limit": 500})),
+        ("find_entity", json!({"name": "a_rather_long", "limit": 200})),
+        ("read_file", json!({"path": "core/wide.py", "start_line": 1, "end_line": 500})),
+    ] {
+        let out = reg.call(&ctx, tool, args);
+        assert!(!out.is_error, "{tool}: {}", out.value);
+        let n = out.value.to_string().chars().count();
+        assert!(n <= tools::MAX_OUTPUT_CHARS, "{tool}: {n} characters");
+        assert_eq!(out.value["truncated"], true, "{tool}");
+        assert!(
+            out.value["note"].as_str().unwrap().contains("answer cut at 20000 characters"),
+            "{tool}: {}",
+            out.value["note"]
+        );
+    }
+}
