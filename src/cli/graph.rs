@@ -89,6 +89,9 @@ pub struct WalkArgs {
     /// Skip this many edges.
     #[arg(long, default_value_t = 0)]
     pub offset: usize,
+    /// Leave out edges from (callers) or into (callees) test files.
+    #[arg(long)]
+    pub exclude_tests: bool,
 }
 
 fn fail(e: ToolError) -> anyhow::Error {
@@ -158,6 +161,8 @@ pub fn run(args: GraphArgs) -> anyhow::Result<()> {
                 min_confidence: w.min_confidence,
                 offset: w.offset,
                 limit: w.limit,
+                exclude_tests: w.exclude_tests,
+                group: false,
             };
             let out = if up { tg::Callers.run(&ctx, a) } else { tg::Callees.run(&ctx, a) }.map_err(fail)?;
             note(&out.page.note);

@@ -431,6 +431,7 @@ pub fn all() -> Registry {
             Box::new(fs::ReadFile),
             Box::new(search::SearchCode),
             Box::new(graph::FindEntity),
+            Box::new(graph::ReadEntity),
             Box::new(graph::ClassStructure),
             Box::new(graph::Callers),
             Box::new(graph::Callees),

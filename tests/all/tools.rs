@@ -381,3 +381,62 @@ fn every_answer_is_capped_by_characters_with_a_note() {
         );
     }
 }
+
+/// `read_entity` gives an entity's source with its decorators, by id, dotted import path
+/// or name; `find_entity` answers a dotted path or an exact id at once; `callers` leaves
+/// out tests and groups by caller on request.
+#[test]
+fn read_entity_dotted_names_and_walk_filters() {
+    let dir = copy_tree(&fixture("python/shop"));
+    std::fs::write(
+        dir.path().join("core/decorated.py"),
+        "import functools\n\n\n@functools.lru_cache(\n    maxsize=None,\n)\n@staticmethod\ndef cached_total(x):\n    return x\n",
+    )
+    .unwrap();
+    index_with(dir.path(), 1, true);
+    let ctx = ToolContext::new(dir.path()).unwrap();
+    let reg = tools::all();
+
+    let out = reg.call(&ctx, "read_entity", json!({"name": "core.models.Product.from_dict"}));
+    assert!(!out.is_error, "{}", out.value);
+    assert_eq!(out.value["entity"]["id"], "core/models.py:Product.from_dict");
+    assert_eq!(out.value["start_line"], 45, "from the @classmethod line: {}", out.value);
+    let content = out.value["content"].as_str().unwrap();
+    assert!(content.starts_with(" 45 |     @classmethod\n 46 |     def from_dict(cls, data):"), "{content}");
+    assert!(content.trim_end().ends_with("return cls(sku, data[\"name\"], float(data[\"price\"]))"), "{content}");
+
+    let out = reg.call(&ctx, "read_entity", json!({"name": "cached_total"}));
+    assert_eq!(out.value["start_line"], 4, "a decorator over several lines: {}", out.value);
+    assert!(out.value["content"].as_str().unwrap().starts_with("4 | @functools.lru_cache(\n5 |     maxsize=None,"));
+    let out = reg.call(&ctx, "read_entity", json!({"name": "core/pricing.py:round_money"}));
+    assert!(out.value["content"].as_str().unwrap().starts_with(" 8 | def round_money(amount):"), "{}", out.value);
+
+    // A dotted import path and an exact id: found at once, exactly.
+    for name in ["core.pricing.round_money", "core/pricing.py:round_money"] {
+        let out = reg.call(&ctx, "find_entity", json!({"name": name}));
+        assert_eq!(out.value["matched"], "exact", "{name}: {}", out.value);
+        assert_eq!(out.value["entities"].as_array().unwrap().len(), 1, "{name}: {}", out.value);
+        assert_eq!(out.value["entities"][0]["id"], "core/pricing.py:round_money");
+    }
+    let out = reg.call(&ctx, "callers", json!({"name": "core.models.Product.from_dict"}));
+    assert!(!out.is_error, "a dotted path names the entity for every graph tool: {}", out.value);
+
+    // Callers of Order.add_line: from the library and from the tests.
+    let all = reg.call(&ctx, "callers", json!({"name": "Order.add_line"})).value;
+    let from_tests = |v: &Value| {
+        v["edges"].as_array().unwrap().iter().filter(|e| e["caller"].as_str().unwrap().starts_with("tests/")).count()
+    };
+    assert!(from_tests(&all) > 0, "{all}");
+    let lib = reg.call(&ctx, "callers", json!({"name": "Order.add_line", "exclude_tests": true})).value;
+    assert_eq!(from_tests(&lib), 0, "{lib}");
+    assert_eq!(lib["tests_left_out"], from_tests(&all), "{lib}");
+    assert_eq!(lib["edges"].as_array().unwrap().len() + from_tests(&all), all["edges"].as_array().unwrap().len());
+
+    let grouped = reg.call(&ctx, "callers", json!({"name": "Order.add_line", "group": true})).value;
+    let rows = grouped["grouped"].as_array().unwrap();
+    let callers: std::collections::BTreeSet<&str> =
+        all["edges"].as_array().unwrap().iter().map(|e| e["caller"].as_str().unwrap()).collect();
+    assert_eq!(rows.len(), callers.len(), "one row per caller: {grouped}");
+    let calls: u64 = rows.iter().map(|r| r["calls"].as_u64().unwrap()).sum();
+    assert_eq!(calls as usize, all["edges"].as_array().unwrap().len());
+}
