@@ -19,6 +19,8 @@
 //!   REPROAGENT_BENCH_DEFAULT_LIMITS=1  index with the default per-file limits instead of
 //!                                      lifting the size limit (see README: same files)
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or a benchmark stops at the first surprise
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};

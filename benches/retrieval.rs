@@ -7,6 +7,8 @@
 //! cargo bench --bench retrieval            (after `bash benches/fetch.sh`)
 //! REPROAGENT_BENCH_CORPUS=path/to/tree cargo bench --bench retrieval
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or a benchmark stops at the first surprise
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

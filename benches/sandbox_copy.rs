@@ -16,6 +16,8 @@
 //! - `after, 1 thread`: `copy_tree_with(.., 1)`;
 //! - `after`: `copy_tree` (`COPY_THREADS` threads).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or a benchmark stops at the first surprise
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

@@ -16,12 +16,12 @@
 
 pub mod adapter;
 pub mod case;
-pub mod localize;
-pub mod mine;
+pub(crate) mod localize;
+pub(crate) mod mine;
 pub mod report;
 pub mod run;
 pub mod score;
-pub mod swt;
+pub(crate) mod swt;
 
 use std::collections::BTreeMap;
 

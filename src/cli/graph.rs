@@ -4,8 +4,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-use crate::graph::{self, Edge, EntityInfo, GraphError};
-use crate::store::{self, Store};
+use crate::graph::{Edge, EntityInfo};
+use crate::tools::graph as tg;
+use crate::tools::{ToolContext, ToolError, TypedTool};
 
 /// The canned graph queries. ENTITY is an id (`path:Class.method`), a name or a
 /// qualified name; an ambiguous name lists the candidates.
@@ -31,10 +32,10 @@ pub enum GraphQuery {
     Path {
         from: String,
         to: String,
-        /// At most this many calls in a chain.
+        /// At most this many calls in a chain (at most 8).
         #[arg(long, default_value_t = 5)]
         depth: usize,
-        /// At most this many chains, shortest first.
+        /// At most this many chains, shortest first (at most 50).
         #[arg(long, default_value_t = 10)]
         limit: usize,
         /// Follow only edges at least this sure (0..1).
@@ -44,48 +45,72 @@ pub enum GraphQuery {
     /// A class or interface: bases, ancestors, subclasses, methods, fields, overrides.
     Class { entity: String },
     /// What FILE imports, and who imports it or anything defined in it.
-    Imports { file: String },
+    Imports {
+        file: String,
+        /// At most this many rows of each list (at most 500).
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
+    },
     /// Entities by id, name, qualified-name suffix or substring.
     Find {
         name: String,
         /// Only this kind (module, class, interface, enum, function, method, field).
         #[arg(long)]
         kind: Option<String>,
+        /// At most this many (at most 200).
         #[arg(long, default_value_t = 20)]
         limit: usize,
     },
     /// Tests that reach ENTITY through certain call edges.
-    Tests { entity: String },
+    Tests {
+        entity: String,
+        /// At most this many tests (at most 500).
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
+    },
 }
 
 #[derive(Args, Debug)]
 pub struct WalkArgs {
     pub entity: String,
-    /// How many calls away to go.
+    /// How many calls away to go (at most 5).
     #[arg(long, default_value_t = 1)]
     pub depth: usize,
     /// Follow only edges at least this sure (0..1): 0.5 leaves out bare-name guesses.
     #[arg(long, default_value_t = 0.0)]
     pub min_confidence: f64,
+    /// At most this many edges (at most 500); the note says how to page.
+    #[arg(long, default_value_t = 100)]
+    pub limit: usize,
+    /// Skip this many edges.
+    #[arg(long, default_value_t = 0)]
+    pub offset: usize,
+    /// Leave out edges from (callers) or into (callees) test files.
+    #[arg(long)]
+    pub exclude_tests: bool,
 }
 
-fn fail(e: GraphError) -> anyhow::Error {
-    super::with_hint(e.to_string(), e.hint())
+fn fail(e: ToolError) -> anyhow::Error {
+    super::with_hint(e.to_string(), e.hint().as_deref())
 }
 
-/// A walk's edges; when a bound stopped it, a note on stderr says where.
-fn print_walk(walk: graph::Walk, json: bool) -> anyhow::Result<()> {
-    if let Some(cut) = &walk.truncated {
-        eprintln!("note: truncated: {cut}");
+/// A tool's note (a bound that cut the answer, how to page) goes to stderr.
+fn note(n: &Option<String>) {
+    if let Some(n) = n {
+        eprintln!("note: {n}");
     }
-    print_edges(&walk.edges, json)
 }
 
-fn print_edges(edges: &[Edge], json: bool) -> anyhow::Result<()> {
-    if json {
-        println!("{}", serde_json::to_string_pretty(edges)?);
-        return Ok(());
-    }
+fn json<T: serde::Serialize>(v: &T) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}
+
+fn print_edges(edges: &[Edge]) {
     let rows: Vec<Vec<String>> = edges
         .iter()
         .map(|e| {
@@ -102,7 +127,6 @@ fn print_edges(edges: &[Edge], json: bool) -> anyhow::Result<()> {
     let h: Vec<String> =
         ["depth", "caller", "callee", "line", "how", "confidence"].iter().map(|s| s.to_string()).collect();
     super::table::print(&h, &rows);
-    Ok(())
 }
 
 fn print_entities(es: &[EntityInfo]) {
@@ -114,58 +138,69 @@ fn print_entities(es: &[EntityInfo]) {
     super::table::print(&h, &rows);
 }
 
-fn open(repo: &std::path::Path) -> anyhow::Result<Store> {
-    store::open(&store::db_path(repo)).map_err(|e| super::with_hint(e.to_string(), e.hint()))
-}
-
+/// Each query is the typed tool the MCP server and the agent call (`callers`,
+/// `callees`, `call_chain`, `class_structure`, `imports`, `find_entity`, `tests_for`), so
+/// the CLI answers with the same bounds, freshness check and errors.
 pub fn run(args: GraphArgs) -> anyhow::Result<()> {
-    let store = open(&args.repo)?;
-    let json = args.json;
+    let ctx = ToolContext::new(&args.repo).map_err(fail)?;
+    let as_json = args.json;
     match args.query {
         GraphQuery::Callers(w) | GraphQuery::Callees(w) if w.depth == 0 => {
             let _ = w;
             anyhow::bail!("--depth must be at least 1")
         }
-        GraphQuery::Callers(w) => {
-            let id = graph::resolve_entity(&store, &w.entity).map_err(fail)?;
-            print_walk(graph::walk(&store, &id, w.depth, w.min_confidence, true).map_err(fail)?, json)
+        GraphQuery::Callers(w) | GraphQuery::Callees(w) if w.depth > 5 => {
+            anyhow::bail!("--depth {} is too deep: at most 5 calls away", w.depth)
         }
-        GraphQuery::Callees(w) => {
-            let id = graph::resolve_entity(&store, &w.entity).map_err(fail)?;
-            print_walk(graph::walk(&store, &id, w.depth, w.min_confidence, false).map_err(fail)?, json)
+        q @ (GraphQuery::Callers(_) | GraphQuery::Callees(_)) => {
+            let up = matches!(q, GraphQuery::Callers(_));
+            let (GraphQuery::Callers(w) | GraphQuery::Callees(w)) = q else { unreachable!() };
+            let a = tg::WalkArgs {
+                name: w.entity,
+                depth: w.depth,
+                min_confidence: w.min_confidence,
+                offset: w.offset,
+                limit: w.limit,
+                exclude_tests: w.exclude_tests,
+                group: false,
+            };
+            let out = if up { tg::Callers.run(&ctx, a) } else { tg::Callees.run(&ctx, a) }.map_err(fail)?;
+            note(&out.page.note);
+            if as_json {
+                return json(&out);
+            }
+            print_edges(&out.edges);
+            Ok(())
         }
         GraphQuery::Path { from, to, depth, limit, min_confidence } => {
-            let a = graph::resolve_entity(&store, &from).map_err(fail)?;
-            let b = graph::resolve_entity(&store, &to).map_err(fail)?;
-            let (paths, cut) = graph::paths_bounded(&store, &a, &b, depth, min_confidence, limit).map_err(fail)?;
-            if let Some(cut) = cut {
-                eprintln!("note: truncated: {cut}");
+            let out = tg::CallChain
+                .run(&ctx, tg::CallChainArgs { from, to, max_depth: depth, limit, min_confidence })
+                .map_err(fail)?;
+            note(&out.note);
+            if as_json {
+                return json(&out);
             }
-            if json {
-                println!("{}", serde_json::to_string_pretty(&paths)?);
-            } else if paths.is_empty() {
-                println!("no call chain from {a} to {b} within {depth} calls");
-            } else {
-                for p in &paths {
-                    let mut s = a.clone();
-                    for e in p {
-                        s.push_str(&format!("\n  -> {} (line {}, {}, {:.2})", e.callee, e.line, e.how, e.confidence));
-                    }
-                    println!("{s}\n");
+            if out.chains.is_empty() {
+                println!("no call chain from {} to {} within {depth} calls", out.from, out.to);
+            }
+            for p in &out.chains {
+                let mut s = out.from.clone();
+                for e in p {
+                    s.push_str(&format!("\n  -> {} (line {}, {}, {:.2})", e.callee, e.line, e.how, e.confidence));
                 }
+                println!("{s}\n");
             }
             Ok(())
         }
         GraphQuery::Class { entity } => {
-            let id = graph::resolve_entity(&store, &entity).map_err(fail)?;
-            let c = graph::class(&store, &id).map_err(fail)?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&c)?);
-                return Ok(());
+            let c = tg::ClassStructure.run(&ctx, tg::EntityArgs { name: entity }).map_err(fail)?;
+            note(&c.note);
+            if as_json {
+                return json(&c);
             }
             println!("{} {} ({}:{}-{})", c.class.kind, c.class.id, c.class.file, c.class.start_line, c.class.end_line);
-            for (name, b) in &c.bases {
-                println!("  base {name} -> {}", if b.is_empty() { "(outside the repository)" } else { b });
+            for b in &c.bases {
+                println!("  base {} -> {}", b.name, if b.id.is_empty() { "(outside the repository)" } else { &b.id });
             }
             if !c.ancestors.is_empty() {
                 println!("  ancestors: {}", c.ancestors.join(", "));
@@ -177,8 +212,8 @@ pub fn run(args: GraphArgs) -> anyhow::Result<()> {
                 let over = c
                     .overrides
                     .iter()
-                    .find(|(x, _)| *x == m.id)
-                    .map(|(_, a)| format!("  (overrides {a})"))
+                    .find(|o| o.method == m.id)
+                    .map(|o| format!("  (overrides {})", o.overrides))
                     .unwrap_or_default();
                 println!("  {} {}{over}", m.kind, m.id);
             }
@@ -187,11 +222,12 @@ pub fn run(args: GraphArgs) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        GraphQuery::Imports { file } => {
-            let i = graph::imports(&store, &file).map_err(fail)?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&i)?);
-                return Ok(());
+        GraphQuery::Imports { file, limit, offset } => {
+            let i = tg::Imports.run(&ctx, tg::ImportsArgs { path: file, offset, limit }).map_err(fail)?;
+            note(&i.imports_page.note);
+            note(&i.imported_by_page.note);
+            if as_json {
+                return json(&i);
             }
             println!("{} imports:", i.file);
             for r in &i.imports {
@@ -207,29 +243,30 @@ pub fn run(args: GraphArgs) -> anyhow::Result<()> {
             Ok(())
         }
         GraphQuery::Find { name, kind, limit } => {
-            let es = graph::find(&store, &name, kind.as_deref(), limit).map_err(fail)?;
-            if es.is_empty() {
-                let near = graph::nearest(&store, &name, 5).map_err(fail)?;
-                return Err(fail(GraphError::NotFound { name, nearest: near }));
+            let out = tg::FindEntity.run(&ctx, tg::FindEntityArgs { name: name.clone(), kind, limit }).map_err(fail)?;
+            if out.matched != "exact" {
+                // Nothing matched: the nearest names make the error, as for any other miss.
+                let nearest = out.entities.into_iter().map(|e| e.id).collect();
+                return Err(fail(ToolError::NotFound { what: "entity", name, nearest }));
             }
-            if json {
-                println!("{}", serde_json::to_string_pretty(&es)?);
-            } else {
-                print_entities(&es);
+            note(&out.note);
+            if as_json {
+                return json(&out);
             }
+            print_entities(&out.entities);
             Ok(())
         }
-        GraphQuery::Tests { entity } => {
-            let id = graph::resolve_entity(&store, &entity).map_err(fail)?;
-            let tests = graph::tests_for(&store, &id).map_err(fail)?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&tests)?);
-            } else if tests.is_empty() {
-                println!("no test reaches {id} through certain call edges");
-            } else {
-                for t in tests {
-                    println!("{t}");
-                }
+        GraphQuery::Tests { entity, limit, offset } => {
+            let out = tg::TestsFor.run(&ctx, tg::TestsForArgs { name: entity, offset, limit }).map_err(fail)?;
+            note(&out.page.note);
+            if as_json {
+                return json(&out);
+            }
+            if let Some(why) = &out.none_because {
+                println!("no test reaches {}: {why}", out.entity);
+            }
+            for t in &out.tests {
+                println!("{t}");
             }
             Ok(())
         }

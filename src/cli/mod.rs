@@ -9,7 +9,7 @@ mod index;
 mod localize;
 mod query;
 mod reproduce;
-pub mod sandbox;
+pub(crate) mod sandbox;
 mod schema;
 mod search;
 mod serve;

@@ -65,6 +65,10 @@ pub struct ExecArgs {
     /// Memory limit in MiB.
     #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u64).range(16..=1_048_576))]
     pub memory_mb: u64,
+    /// Disk limit in MiB for the container's writable layer (Docker, where the storage
+    /// driver supports a quota; the sandbox line says when it does not).
+    #[arg(long, default_value_t = 10240, value_parser = clap::value_parser!(u64).range(64..=1_048_576))]
+    pub disk_mb: u64,
     #[command(flatten)]
     pub env: super::EnvFlags,
     /// Session id for the container label (tests use it to find their container).
@@ -141,6 +145,7 @@ async fn exec(args: ExecArgs, json: bool) -> anyhow::Result<()> {
     let environment = args.env.resolve(&repo)?;
     let mut config = SandboxConfig::new(&repo, image).with_env(Some(environment), &args.env.options());
     config.limits.memory_bytes = args.memory_mb << 20;
+    config.limits.disk_bytes = args.disk_mb << 20;
     if let Some(s) = args.session {
         config.session = s;
     }

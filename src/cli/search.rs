@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::search::SearchIndex;
-use crate::store;
+use crate::tools::search::{SearchCode, SearchCodeArgs};
+use crate::tools::{ToolContext, ToolError, TypedTool};
 
 /// Search the code by keywords: names (split at `_`, camelCase, dots and slashes) rank
 /// over signatures, docs and bodies.
@@ -19,8 +19,12 @@ pub struct SearchArgs {
     /// Only paths matching this glob (e.g. 'src/**/*.py').
     #[arg(long)]
     pub path: Option<String>,
+    /// At most this many hits (at most 50).
     #[arg(long, default_value_t = 10)]
     pub limit: usize,
+    /// Skip this many hits.
+    #[arg(long, default_value_t = 0)]
+    pub offset: usize,
     /// The repository root (where `index` was run).
     #[arg(long, short = 'C', default_value = ".")]
     pub repo: PathBuf,
@@ -28,26 +32,36 @@ pub struct SearchArgs {
     pub json: bool,
 }
 
+/// The query is the `search_code` tool the MCP server and the agent call: the same
+/// bounds, freshness check and errors.
 pub fn run(args: SearchArgs) -> anyhow::Result<()> {
     if args.query.trim().is_empty() {
         anyhow::bail!("the query is empty");
     }
-    let fail = |e: crate::search::SearchError| super::with_hint(e.to_string(), e.hint());
-    let graph = store::open(&store::db_path(&args.repo)).map_err(|e| super::with_hint(e.to_string(), e.hint()))?;
-    let index = SearchIndex::open(&args.repo).map_err(fail)?;
-    index.check_fresh(graph.meta("tree_digest")?.as_deref()).map_err(fail)?;
-    let hits = index.search(&args.query, args.kind.as_deref(), args.path.as_deref(), args.limit).map_err(fail)?;
-    if let Some(cut) = crate::search::query_words(&args.query).1 {
-        eprintln!("note: {cut}");
+    let fail = |e: ToolError| super::with_hint(e.to_string(), e.hint().as_deref());
+    let ctx = ToolContext::new(&args.repo).map_err(fail)?;
+    let a = SearchCodeArgs {
+        query: args.query,
+        kind: args.kind,
+        path_glob: args.path,
+        offset: args.offset,
+        limit: args.limit,
+    };
+    let out = SearchCode.run(&ctx, a).map_err(fail)?;
+    if let Some(n) = &out.note {
+        eprintln!("note: {n}");
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&hits)?);
+        println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
-    if hits.is_empty() {
-        println!("no match for {:?}", crate::extract::truncate(args.query.clone(), 200));
+    if out.hits.is_empty() {
+        println!("no match for {:?}", out.query);
+        if !out.nearest.is_empty() {
+            println!("nearest names: {}", out.nearest.join(", "));
+        }
     }
-    for h in hits {
+    for h in out.hits {
         println!("{:>7.2}  {:<9} {}  ({}:{}-{})", h.score, h.kind, h.id, h.path, h.start_line, h.end_line);
         if !h.snippet.is_empty() {
             println!("          {}", h.snippet);

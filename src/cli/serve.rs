@@ -43,7 +43,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
     crate::sandbox::interrupt::install().map_err(|e| anyhow::anyhow!("installing the signal handler: {e}"))?;
     let ctx = ToolContext::new(&a.repo).map_err(|e| super::with_hint(e.to_string(), e.hint().as_deref()))?;
     let choice = match a.sandbox {
-        ServeSandbox::None => return Ok(mcp::serve_stdio(Server::new(tools::all(), ctx))?),
+        ServeSandbox::None => return Ok(mcp::serve_stdio(Server::new(tools::for_server(false), ctx))?),
         ServeSandbox::Auto => Choice::Auto,
         ServeSandbox::Docker => Choice::Docker,
         ServeSandbox::Local => Choice::Local,
@@ -59,7 +59,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
     eprintln!("reproagent serve: sandbox {}", opened.reason);
     let sb: Arc<dyn sandbox::Sandbox> = Arc::from(opened.sandbox);
     let ctx = ctx.with_runtime(RuntimeContext { sandbox: sb.clone(), handle: rt.handle().clone(), repo });
-    let served = mcp::serve_stdio_on(&rt, Server::new(tools::with_runtime(), ctx));
+    let served = mcp::serve_stdio_on(&rt, Server::new(tools::for_server(true), ctx));
     crate::sandbox::interrupt::wait_if_interrupted();
     let closed = rt.block_on(sb.close());
     served?;

@@ -11,6 +11,12 @@ use thiserror::Error;
 
 use crate::store::{Store, StoreError};
 
+mod lookup;
+pub use lookup::{
+    callees_on_line, entities_at, entities_named, file_of_type, files, import_counts, test_function_counts,
+    tests_reaching_file, top_level_definitions, FileInfo,
+};
+
 #[derive(Debug, Error)]
 pub enum GraphError {
     #[error(transparent)]
@@ -169,10 +175,46 @@ pub fn levenshtein(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
-/// Turn what a user typed (an id, a name, a qualified name) into one entity id.
+/// The entity a dotted import path names (`django.utils.html.json_script`,
+/// `pkg.models.Order.total`, `pkg.models`): the longest module prefix that is a file of
+/// the index, then the rest as the qualified name in it. Indexed lookups only.
+pub fn dotted_entity(store: &Store, name: &str) -> Result<Option<String>, GraphError> {
+    if name.contains([':', '/']) || !name.contains('.') {
+        return Ok(None);
+    }
+    let parts: Vec<&str> = name.split('.').collect();
+    if parts.iter().any(|p| p.is_empty()) {
+        return Ok(None);
+    }
+    for k in (1..=parts.len()).rev() {
+        let module = parts[..k].join("/");
+        let rest = parts[k..].join(".");
+        for root in ["", "src/", "lib/"] {
+            for file in [
+                format!("{root}{module}.py"),
+                format!("{root}{module}/__init__.py"),
+                format!("{root}{module}.ts"),
+                format!("{root}{module}/index.ts"),
+                format!("{root}{module}.js"),
+            ] {
+                let id = if rest.is_empty() { file.clone() } else { format!("{file}:{rest}") };
+                if entity(store, &id)?.is_some() {
+                    return Ok(Some(id));
+                }
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Turn what a user typed (an id, a name, a qualified name, a dotted import path) into
+/// one entity id.
 pub fn resolve_entity(store: &Store, name: &str) -> Result<String, GraphError> {
     if entity(store, name)?.is_some() {
         return Ok(name.to_string());
+    }
+    if let Some(id) = dotted_entity(store, name)? {
+        return Ok(id);
     }
     let hits = find(store, name, None, 50)?;
     let exact: Vec<&EntityInfo> =

@@ -3,11 +3,10 @@
 //! keyword index. The first stage of the key-free reproduce mode, and the baseline the
 //! model's localization stage is compared against.
 
-pub mod issue;
+pub(crate) mod issue;
 
 use std::collections::{BTreeMap, HashMap};
 
-use cozo::DataValue;
 use serde::Serialize;
 use thiserror::Error;
 
@@ -110,10 +109,6 @@ struct EntityRow {
     end: i64,
 }
 
-fn s(v: &DataValue) -> String {
-    v.get_str().unwrap_or("").to_string()
-}
-
 /// Rank suspects for an issue text.
 pub fn localize(
     store: &Store,
@@ -125,8 +120,7 @@ pub fn localize(
         return Err(LocalizeError::Empty);
     }
     let facts = issue::read(text);
-    let files = store.query("?[path, is_test] := *file{path, is_test}", BTreeMap::new())?;
-    let files: Vec<(String, bool)> = files.rows.iter().map(|r| (s(&r[0]), r[1].get_bool().unwrap_or(false))).collect();
+    let files: Vec<(String, bool)> = graph::files(store)?.into_iter().map(|f| (f.path, f.is_test)).collect();
     // Test files by the index's conventions, and by the directories projects keep tests,
     // documentation and examples in (`testing/python/raises.py`, `doc/en/example/x.py`):
     // none of them is where a library's bug is.
@@ -144,15 +138,14 @@ pub fn localize(
     let mut ent: BTreeMap<String, Evidence> = BTreeMap::new();
     let mut file_ev: BTreeMap<String, Evidence> = BTreeMap::new();
     let mut rows: HashMap<String, EntityRow> = HashMap::new();
-    let remember = |r: &[DataValue], rows: &mut HashMap<String, EntityRow>| -> String {
-        let id = s(&r[0]);
-        rows.entry(id.clone()).or_insert_with(|| EntityRow {
-            file: s(&r[1]),
-            kind: s(&r[2]),
-            start: r[3].get_int().unwrap_or(0),
-            end: r[4].get_int().unwrap_or(0),
+    let remember = |e: &graph::EntityInfo, rows: &mut HashMap<String, EntityRow>| -> String {
+        rows.entry(e.id.clone()).or_insert_with(|| EntityRow {
+            file: e.file.clone(),
+            kind: e.kind.clone(),
+            start: e.start_line,
+            end: e.end_line,
         });
-        id
+        e.id.clone()
     };
 
     // Frames: innermost first gets the full weight, outer ones less.
@@ -180,14 +173,9 @@ pub fn localize(
         let where_ = if fr.function.is_empty() { String::new() } else { format!(" in {}", fr.function) };
         let reason = || format!("traceback frame: line {}{where_}", fr.line);
         file_ev.entry(path.clone()).or_default().add(w, reason);
-        let r = store.query(
-            "?[id, file, kind, start_line, end_line] := *entity:by_file{file: $f, id}, *entity{id, file, kind, start_line, end_line},
-                 kind != 'module', start_line <= $l, end_line >= $l",
-            [("f".to_string(), DataValue::from(path.as_str())), ("l".to_string(), DataValue::from(fr.line as i64))].into(),
-        )?;
         // The innermost entity holding the line.
-        let inner = r.rows.iter().min_by_key(|x| (x[4].get_int().unwrap_or(0) - x[3].get_int().unwrap_or(0), s(&x[0])));
-        if let Some(x) = inner {
+        let holding = graph::entities_at(store, &path, fr.line as i64)?;
+        if let Some(x) = holding.first() {
             let id = remember(x, &mut rows);
             if innermost_repo.is_none() {
                 innermost_repo = Some((id.clone(), fr.line as i64, w));
@@ -203,12 +191,7 @@ pub fn localize(
     // likely the culprit as the frame itself.
     if let Some((id, line, w)) = innermost_repo.filter(|(id, _, _)| !id.is_empty()) {
         if outside_before_first_repo {
-            let r = store.query(
-                "?[callee, file, kind, start_line, end_line] := *calls{caller: $c, line: $l, callee, confidence}, confidence >= 0.5,
-                     *entity{id: callee, file, kind, start_line, end_line}",
-                [("c".to_string(), DataValue::from(id.as_str())), ("l".to_string(), DataValue::from(line))].into(),
-            )?;
-            for x in &r.rows {
+            for x in &graph::callees_on_line(store, &id, line, 0.5)? {
                 let callee = remember(x, &mut rows);
                 if callee != id {
                     ent.entry(callee)
@@ -231,23 +214,20 @@ pub fn localize(
         // Both kinds are one indexed lookup by the last name; a dotted name then keeps
         // the entities whose qualified name ends with it.
         let last = ident.rsplit('.').next().unwrap_or(ident);
-        let mut r = store.query(
-            "?[id, file, kind, start_line, end_line, qname] := *entity:by_name{name: $n, id}, *entity{id, file, kind, qname, start_line, end_line}",
-            [("n".to_string(), DataValue::from(last))].into(),
-        )?;
+        let mut named = graph::entities_named(store, last)?;
         let weight = if ident.contains('.') {
             let tail = format!(".{ident}");
-            r.rows.retain(|x| s(&x[5]).ends_with(&tail));
+            named.retain(|x| x.qname.ends_with(&tail));
             QUALIFIED_NAMED
         } else {
-            r.rows.retain(|x| s(&x[2]) != "module");
+            named.retain(|x| x.kind != "module");
             NAME_NAMED
         };
-        if r.rows.is_empty() || r.rows.len() > MAX_NAME_MATCHES {
+        if named.is_empty() || named.len() > MAX_NAME_MATCHES {
             continue;
         }
-        let w = weight / r.rows.len() as f64;
-        for x in &r.rows {
+        let w = weight / named.len() as f64;
+        for x in &named {
             let id = remember(x, &mut rows);
             ent.entry(id).or_default().add(w, || format!("`{ident}` is named in the issue"));
         }
@@ -299,12 +279,8 @@ pub fn localize(
                 continue;
             }
             if !rows.contains_key(&other) {
-                let r = store.query(
-                    "?[id, file, kind, start_line, end_line] := *entity{id: $id, file, kind, start_line, end_line}, id = $id",
-                    [("id".to_string(), DataValue::from(other.as_str()))].into(),
-                )?;
-                if let Some(x) = r.rows.first() {
-                    remember(x, &mut rows);
+                if let Some(x) = graph::entity(store, &other)? {
+                    remember(&x, &mut rows);
                 }
             }
             let w = NEIGHBOUR * sc / top_score;
@@ -422,18 +398,7 @@ fn match_frame(store: &Store, files: &[(String, bool)], fr: &issue::Frame) -> Re
     if !fr.class.is_empty() {
         // Java: the class's qualified name finds its file; nested classes use `$`.
         let outer = fr.class.split('$').next().unwrap_or(&fr.class);
-        let r = store.query(
-            "?[file] := *entity:by_name{name: $n, id}, *entity{id, qname, file}, qname = $q",
-            [
-                ("q".to_string(), DataValue::from(outer)),
-                ("n".to_string(), DataValue::from(outer.rsplit('.').next().unwrap_or(outer))),
-            ]
-            .into(),
-        )?;
-        if let Some(row) = r.rows.first() {
-            return Ok(Some(s(&row[0])));
-        }
-        return Ok(None);
+        return Ok(graph::file_of_type(store, outer)?);
     }
     Ok(match_path(files, &fr.path))
 }

@@ -67,13 +67,50 @@ impl Server {
     }
 }
 
-fn to_result(out: ToolOutput) -> CallToolResult {
-    let text = serde_json::to_string_pretty(&out.value).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
-    let content = vec![ContentBlock::text(text)];
-    if out.is_error {
-        CallToolResult::error(content)
-    } else {
-        CallToolResult::success(content)
+/// A tool's output as MCP content: compact JSON (pretty-printing was a quarter of all
+/// characters), file text (`read_file`, `read_entity`) as a second block of plain text
+/// rather than a JSON-escaped string, and the whole value as structured content.
+pub(crate) fn to_result(out: ToolOutput) -> CallToolResult {
+    let mut meta = out.value.clone();
+    let text = match meta.as_object_mut().and_then(|o| o.remove("content")) {
+        Some(Value::String(t)) => Some(t),
+        Some(other) => {
+            if let Some(o) = meta.as_object_mut() {
+                o.insert("content".into(), other);
+            }
+            None
+        }
+        None => None,
+    };
+    let json = serde_json::to_string(&meta).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    let mut content = vec![ContentBlock::text(json)];
+    if let Some(t) = text {
+        content.push(ContentBlock::text(t));
+    }
+    let mut r = if out.is_error { CallToolResult::error(content) } else { CallToolResult::success(content) };
+    if out.value.is_object() {
+        r.structured_content = Some(out.value);
+    }
+    r
+}
+
+/// A line on stderr (never stdout: that is the protocol's) when `RUST_LOG` asks for
+/// `info` or more of reproagent: each call's tool, time, size and whether it failed.
+fn log_call(name: &str, started: std::time::Instant, out: &ToolOutput) {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let on = *ON.get_or_init(|| {
+        std::env::var("RUST_LOG").is_ok_and(|v| {
+            v.split(',').any(|d| {
+                let (target, level) = d.split_once('=').unwrap_or(("", d));
+                (target.is_empty() || target.starts_with("reproagent"))
+                    && matches!(level.trim(), "info" | "debug" | "trace")
+            })
+        })
+    });
+    if on {
+        let chars = out.value.to_string().len();
+        let status = if out.is_error { "error" } else { "ok" };
+        eprintln!("reproagent serve: {name} {status} in {} ms, {chars} chars", started.elapsed().as_millis());
     }
 }
 
@@ -100,11 +137,14 @@ impl ServerHandler for Server {
         let name = request.name.to_string();
         let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
         let (registry, ctx) = (self.registry.clone(), self.ctx.clone());
-        let out = tokio::task::spawn_blocking(move || registry.call(&ctx, &name, args)).await;
+        let started = std::time::Instant::now();
+        let tool = name.clone();
+        let out = tokio::task::spawn_blocking(move || registry.call(&ctx, &tool, args)).await;
         let out = match out {
             Ok(o) => o,
             Err(e) => ToolOutput::error(&crate::tools::ToolError::Other(format!("the tool failed: {e}"))),
         };
+        log_call(&name, started, &out);
         Ok(to_result(out).into())
     }
 }

@@ -16,8 +16,8 @@
 
 pub mod cassette;
 pub mod config;
-pub mod http;
-pub mod price;
+pub(crate) mod http;
+pub(crate) mod price;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -9,8 +9,6 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
-use cozo::DataValue;
-
 use crate::localize::IssueFacts;
 use crate::store::Store;
 
@@ -356,16 +354,10 @@ fn repo_imports(store: &Store, names: &[String]) -> BTreeMap<String, String> {
     if names.is_empty() {
         return out;
     }
-    let list = DataValue::List(names.iter().map(|n| DataValue::from(n.as_str())).collect());
-    let q = "?[module, name, alias, count(file)] := *imports{file, module, name, alias}, is_in(alias, $names)
-             ?[module, name, alias, count(file)] := *imports{file, module, name, alias}, is_in(name, $names)
-             ?[module, name, alias, count(file)] := *imports{file, module, name, alias}, name = '', alias = '', is_in(module, $names)";
-    if let Ok(r) = store.query(q, [("names".to_string(), list.clone())].into()) {
+    if let Ok(rows) = crate::graph::import_counts(store, names) {
         let mut best: BTreeMap<String, (i64, String)> = BTreeMap::new();
-        for row in &r.rows {
-            let (module, name, alias) =
-                (row[0].get_str().unwrap_or(""), row[1].get_str().unwrap_or(""), row[2].get_str().unwrap_or(""));
-            let n = row[3].get_int().unwrap_or(0);
+        for (module, name, alias, n) in &rows {
+            let (module, name, alias, n) = (module.as_str(), name.as_str(), alias.as_str(), *n);
             if module.starts_with('.') || module.is_empty() || name == "*" || !module.split('.').all(is_ident) {
                 continue;
             }
@@ -387,20 +379,14 @@ fn repo_imports(store: &Store, names: &[String]) -> BTreeMap<String, String> {
         }
         out.extend(best.into_iter().map(|(k, (_, s))| (k, s)));
     }
-    let rest: Vec<DataValue> =
-        names.iter().filter(|n| !out.contains_key(*n)).map(|n| DataValue::from(n.as_str())).collect();
+    let rest: Vec<String> = names.iter().filter(|n| !out.contains_key(*n)).cloned().collect();
     if rest.is_empty() {
         return out;
     }
-    let q = "?[name, file] := *entity:by_name{name, id}, is_in(name, $names), *entity{id, kind, file},
-                 is_in(kind, ['class', 'function']), *contains:by_child{child: id, parent}, parent == file,
-                 *file{path: file, is_test}, is_test == false";
-    if let Ok(r) = store.query(q, [("names".to_string(), DataValue::List(rest))].into()) {
+    if let Ok(rows) = crate::graph::top_level_definitions(store, &rest) {
         let mut by: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for row in &r.rows {
-            by.entry(row[0].get_str().unwrap_or("").to_string())
-                .or_default()
-                .push(row[1].get_str().unwrap_or("").to_string());
+        for (name, file) in rows {
+            by.entry(name).or_default().push(file);
         }
         for (name, files) in by {
             if let [one] = files.as_slice() {

@@ -8,7 +8,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use cozo::DataValue;
 use serde::Serialize;
 
 use crate::lang::Lang;
@@ -86,52 +85,25 @@ struct FileRow {
     is_test: bool,
 }
 
-fn str_of(v: &DataValue) -> String {
-    v.get_str().unwrap_or("").to_string()
-}
-
 fn files(store: &Store) -> Vec<FileRow> {
-    store
-        .query("?[path, lang, lines, is_test] := *file{path, lang, lines, is_test}", BTreeMap::new())
-        .map(|r| {
-            r.rows
-                .iter()
-                .map(|x| FileRow {
-                    path: str_of(&x[0]),
-                    lang: str_of(&x[1]),
-                    lines: x[2].get_int().unwrap_or(0),
-                    is_test: x[3].get_bool().unwrap_or(false),
-                })
-                .collect()
+    crate::graph::files(store)
+        .map(|fs| {
+            fs.into_iter().map(|f| FileRow { path: f.path, lang: f.lang, lines: f.lines, is_test: f.is_test }).collect()
         })
         .unwrap_or_default()
 }
 
 /// Files with at least one test function or method (by the language's test prefix).
 fn files_with_tests(store: &Store, prefix: &str) -> BTreeMap<String, usize> {
-    let mut p = BTreeMap::new();
-    p.insert("p".to_string(), DataValue::from(prefix));
-    store
-        .query(
-            "?[file, count(id)] := *entity{id, file, kind, name}, is_in(kind, ['function', 'method']), starts_with(name, $p)",
-            p,
-        )
-        .map(|r| r.rows.iter().map(|x| (str_of(&x[0]), x[1].get_int().unwrap_or(0) as usize)).collect())
-        .unwrap_or_default()
+    crate::graph::test_function_counts(store, prefix).unwrap_or_default()
 }
 
 /// The tests (`test_of`) that reach an entity of `file`, counted per test file.
 fn reaching_tests(store: &Store, file: &str) -> BTreeMap<String, usize> {
-    let mut p = BTreeMap::new();
-    p.insert("f".to_string(), DataValue::from(file));
     let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    if let Ok(r) = store.query("?[test] := *entity:by_file{file: $f, id: target}, *test_of:by_target{target, test}", p)
-    {
-        for row in &r.rows {
-            let test = str_of(&row[0]);
-            if let Some((path, _)) = test.split_once(':') {
-                out.entry(path.to_string()).or_default().insert(test.clone());
-            }
+    for test in crate::graph::tests_reaching_file(store, file).unwrap_or_default() {
+        if let Some((path, _)) = test.split_once(':') {
+            out.entry(path.to_string()).or_default().insert(test.clone());
         }
     }
     out.into_iter().map(|(k, v)| (k, v.len())).collect()

@@ -138,22 +138,50 @@ fn expected_failure(facts: &IssueFacts, snippet: &Snippet) -> Option<Expected> {
     })
 }
 
+/// A tool call's arguments as the record keeps them.
+fn json_args(path: &str) -> String {
+    serde_json::json!({ "path": path }).to_string()
+}
+
 /// Run the key-free mode end to end. Artifacts go to the run directory as they are made.
 pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
     let mut run = RunDir::create(&req.root)?;
     let facts = localize::read_issue(&req.issue_text);
     let title = if facts.title.is_empty() { "the issue".to_string() } else { facts.title.clone() };
+    let started = std::time::Instant::now();
     let mut record = RunRecord {
         run_id: run.id.clone(),
         issue_file: req.issue_file.display().to_string(),
-        model: "none".into(),
+        mode: "keyfree".into(),
+        model: crate::model::ModelInfo {
+            model: "none".into(),
+            endpoint_host: String::new(),
+            sampling: Default::default(),
+        },
         sandbox: String::new(),
         environment: None,
-        disk_quota: None,
         reproagent_version: env!("CARGO_PKG_VERSION").into(),
         stages: Vec::new(),
-        model_calls: 0,
+        wall_seconds: 0.0,
+        prompt_tokens: 0,
+        completion_tokens: 0,
+        cost_usd: Some(0.0),
+        model_calls: Vec::new(),
         tool_calls: Vec::new(),
+        resumed_from: None,
+        reused: Vec::new(),
+        review_model: None,
+        tool_protocol: None,
+        notes: Vec::new(),
+        max_calls: None,
+        max_cost_usd: None,
+    };
+    let tool_call = |stage: &str, name: &str, arguments: String, t: std::time::Instant| agent::ToolCallRecord {
+        stage: stage.into(),
+        name: name.into(),
+        arguments,
+        is_error: false,
+        millis: t.elapsed().as_millis() as u64,
     };
     let finish = |run: &mut RunDir,
                   record: &mut RunRecord,
@@ -164,6 +192,7 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
                   generation: Option<&Generation>|
      -> Result<Outcome, ReproduceError> {
         record.stages = run.stages.clone();
+        record.wall_seconds = started.elapsed().as_secs_f64();
         run.write("outcome.json", &outcome)?;
         run.write("run.json", record)?;
         run.write_text("report.md", report(&title, &outcome, loc, cause, plan, generation))?;
@@ -197,6 +226,7 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
     let search = SearchIndex::open(&req.root)
         .ok()
         .filter(|s| s.check_fresh(graph.meta("tree_digest").ok().flatten().as_deref()).is_ok());
+    let localize_started = std::time::Instant::now();
     let loc = localize::localize(&graph, search.as_ref(), &req.issue_text, 10)?;
     let top = loc.entities.first().map(|e| e.score).or(loc.files.first().map(|f| f.score)).unwrap_or(1.0).max(1e-9);
     let locations: Vec<Location> = loc
@@ -213,7 +243,7 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
         .collect();
     let loc_art = LocalizationArtifact { locations };
     run.write("localization.json", &loc_art)?;
-    record.tool_calls.push("localize".into());
+    record.tool_calls.push(tool_call("localization", "localize", String::new(), localize_started));
     run.stage_done("localization");
 
     // Stage 2: root cause, from the traceback when there is one.
@@ -341,10 +371,10 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
     record.environment = Some((*environment).clone());
     let config = req.sandbox_config(environment);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let test_started = std::time::Instant::now();
     let result = rt.block_on(async {
         let opened = sandbox::open(req.sandbox, config).await?;
         let sb = opened.sandbox;
-        let quota = sb.disk_quota().map(str::to_string);
         let r = async {
             sb.write_file(&test.path, test.code.as_bytes()).await?;
             run_test(
@@ -362,9 +392,9 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
         }
         .await;
         let _ = sb.close().await;
-        r.map(|res| (res, opened.reason, quota))
+        r.map(|res| (res, opened.reason))
     });
-    let (result, why_sandbox, quota) = match result {
+    let (result, why_sandbox) = match result {
         Ok(x) => x,
         Err(e) => {
             let o = Outcome { status: Status::Error, ..not_reproduced(&run, format!("the sandbox failed: {e}")) };
@@ -372,8 +402,7 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
         }
     };
     record.sandbox = why_sandbox;
-    record.disk_quota = quota;
-    record.tool_calls.push(format!("run_test {}", test.path));
+    record.tool_calls.push(tool_call("generation", "run_test", json_args(&test.path), test_started));
     let reviews = review(&result, &expected);
     let accepted = reviews.iter().all(|r| r.passed);
     // The first line of the message: enough to name the failure in a summary.

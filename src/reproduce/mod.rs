@@ -8,7 +8,7 @@
 pub mod agent;
 mod body;
 pub mod conventions;
-pub mod form;
+pub(crate) mod form;
 pub mod keyfree;
 pub mod ledger;
 mod multifile;
@@ -282,23 +282,46 @@ impl Outcome {
     }
 }
 
-/// The run record: provenance and timings.
+/// The run record (`run.json`) of both modes: provenance, every model and tool call,
+/// timings. The key-free mode has model `none`, no model calls and no cost.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunRecord {
     pub run_id: String,
     pub issue_file: String,
-    pub model: String,
+    pub mode: String,
+    pub model: crate::model::ModelInfo,
     pub sandbox: String,
     /// The environment tests ran in, and why it was chosen.
     #[serde(default)]
     pub environment: Option<crate::sandbox::env::Environment>,
-    /// The sandbox's disk quota (Docker): its size, or `not applied: <why>`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub disk_quota: Option<String>,
     pub reproagent_version: String,
     pub stages: Vec<StageTime>,
-    pub model_calls: u32,
-    pub tool_calls: Vec<String>,
+    pub wall_seconds: f64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// `None` when some call's price is unknown (a local model, say).
+    pub cost_usd: Option<f64>,
+    pub model_calls: Vec<agent::ModelCallRecord>,
+    pub tool_calls: Vec<agent::ToolCallRecord>,
+    /// `--resume`: the run reused from, and the stages whose artifacts it reused.
+    #[serde(default)]
+    pub resumed_from: Option<String>,
+    #[serde(default)]
+    pub reused: Vec<String>,
+    /// The review's model, when not the run's.
+    #[serde(default)]
+    pub review_model: Option<String>,
+    /// The tool protocol the run ended with (`native` or `text`; `auto` when no call showed).
+    #[serde(default)]
+    pub tool_protocol: Option<agent::ToolProtocol>,
+    /// Fallbacks taken on the way (JSON mode or tools refused).
+    #[serde(default)]
+    pub notes: Vec<String>,
+    /// The limits the run had.
+    #[serde(default)]
+    pub max_calls: Option<u32>,
+    #[serde(default)]
+    pub max_cost_usd: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -32,12 +32,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::agent::{
-    self, Limits, ModelCallRecord, StageError, StageSpec, ToolCallRecord, ToolProtocol, Trace, Verdict,
-    MAX_FEEDBACK_ITERATIONS,
+    self, Limits, ModelCallRecord, StageError, StageSpec, ToolProtocol, Trace, Verdict, MAX_FEEDBACK_ITERATIONS,
 };
 use super::review::{self as rv, Decision, ProbeReport, ReviewVerdict};
 use super::*;
-use crate::model::{excerpt, ChatModel, ModelInfo, ToolSpec};
+use crate::model::{excerpt, ChatModel, ToolSpec};
 use crate::sandbox::runners::{self, Framework, TestResult};
 use crate::sandbox::tools::{run_test, RunTestArgs};
 use crate::sandbox::{self, Sandbox};
@@ -78,47 +77,6 @@ impl Default for Options {
             tool_protocol: ToolProtocol::Auto,
         }
     }
-}
-
-/// The run record of a pipeline run: provenance, every call, timings.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PipelineRecord {
-    pub run_id: String,
-    pub issue_file: String,
-    pub mode: String,
-    pub model: ModelInfo,
-    pub sandbox: String,
-    /// The environment tests ran in, and why it was chosen.
-    #[serde(default)]
-    pub environment: Option<crate::sandbox::env::Environment>,
-    pub reproagent_version: String,
-    pub stages: Vec<StageTime>,
-    pub wall_seconds: f64,
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    /// `None` when some call's price is unknown (a local model, say).
-    pub cost_usd: Option<f64>,
-    pub model_calls: Vec<ModelCallRecord>,
-    pub tool_calls: Vec<ToolCallRecord>,
-    /// `--resume`: the run reused from, and the stages whose artifacts it reused.
-    #[serde(default)]
-    pub resumed_from: Option<String>,
-    #[serde(default)]
-    pub reused: Vec<String>,
-    /// The review's model, when not the run's.
-    #[serde(default)]
-    pub review_model: Option<String>,
-    /// The tool protocol the run ended with (`native` or `text`; `auto` when no call showed).
-    #[serde(default)]
-    pub tool_protocol: Option<ToolProtocol>,
-    /// Fallbacks taken on the way (JSON mode or tools refused).
-    #[serde(default)]
-    pub notes: Vec<String>,
-    /// The limits the run had.
-    #[serde(default)]
-    pub max_calls: Option<u32>,
-    #[serde(default)]
-    pub max_cost_usd: Option<f64>,
 }
 
 /// The hash of each stage's inputs (`inputs.json`), and what `--resume` reused.
@@ -425,7 +383,7 @@ pub fn run_with(req: &Request, model: &dyn ChatModel, opts: &Options) -> Result<
         o
     };
     let sum = |f: fn(&ModelCallRecord) -> u64| trace.model_calls.iter().map(f).sum::<u64>();
-    let record = PipelineRecord {
+    let record = RunRecord {
         run_id: run.id.clone(),
         issue_file: req.issue_file.display().to_string(),
         mode: "pipeline".into(),
@@ -497,7 +455,7 @@ fn review_section(made: &Made) -> String {
 }
 
 /// The report's spend section: calls, tokens and cost against the limits.
-fn spend_section(r: &PipelineRecord, opts: &Options) -> String {
+fn spend_section(r: &RunRecord, opts: &Options) -> String {
     let calls = r.model_calls.len();
     let limit = |l: Option<String>| l.map(|l| format!(" (limit {l})")).unwrap_or_default();
     let cost = match r.cost_usd {

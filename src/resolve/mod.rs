@@ -5,7 +5,7 @@
 //! in. Every `calls` edge says how it was found ([`How`]); the rules are the contract of
 //! ARCHITECTURE.md ("Name resolution"), one file per language.
 
-pub mod affected;
+pub(crate) mod affected;
 mod java;
 mod python;
 mod typescript;
@@ -88,15 +88,6 @@ pub struct EntityRow {
     pub end_line: i64,
     pub signature: String,
     pub doc: String,
-}
-
-/// Edge counts by how they were resolved, for the summary.
-pub fn count_by_how(rows: &Rows) -> BTreeMap<String, usize> {
-    let mut m = BTreeMap::new();
-    for (how, _) in rows.calls.values() {
-        *m.entry(how.clone()).or_insert(0) += 1;
-    }
-    m
 }
 
 /// The totals the summary reports, kept in the index so that an incremental run can

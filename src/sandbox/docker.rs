@@ -48,28 +48,6 @@ pub async fn connect() -> Result<Docker> {
     }
 }
 
-/// Can the storage driver limit a container's writable layer (`StorageOpt size=`)?
-/// overlay2 only over xfs (which must also be mounted with `pquota`: the engine says so
-/// at create), devicemapper, btrfs and zfs. `Err` says why not.
-pub fn disk_quota_support(driver: &str, backing_fs: Option<&str>) -> std::result::Result<(), String> {
-    match driver {
-        "devicemapper" | "btrfs" | "zfs" => Ok(()),
-        "overlay2" if backing_fs == Some("xfs") => Ok(()),
-        "overlay2" => Err(format!(
-            "storage driver overlay2 on {} has no size quota (it needs xfs mounted with pquota)",
-            backing_fs.unwrap_or("an unknown file system")
-        )),
-        "" => Err("the engine did not name its storage driver".into()),
-        d => Err(format!("storage driver {d} has no size quota")),
-    }
-}
-
-/// Is this create error the engine refusing the storage option?
-fn refuses_quota(msg: &str) -> bool {
-    let m = msg.to_lowercase();
-    m.contains("storage-opt") || m.contains("storage opt") || m.contains("pquota") || m.contains("quota")
-}
-
 pub struct DockerSandbox {
     docker: Docker,
     id: String,
@@ -81,10 +59,42 @@ pub struct DockerSandbox {
     output_bytes: usize,
     /// The cgroup's OOM-kill count after the last command.
     oom_kills: AtomicU64,
-    /// The disk quota applied, or why none was ([`Sandbox::disk_quota`]).
-    disk_quota: Option<String>,
+    disk_quota: DiskQuota,
     /// Removes the container on Ctrl-C, whatever the owner is doing then.
     _interrupt: super::interrupt::Registration,
+}
+
+/// The disk quota of a container's writable layer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DiskQuota {
+    /// The engine enforces this many bytes.
+    Bytes(u64),
+    /// The storage driver has no quota: the engine's reason.
+    Unsupported(String),
+    /// An adopted container: what it was created with is not known here.
+    Unknown,
+}
+
+impl std::fmt::Display for DiskQuota {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DiskQuota::Bytes(b) => write!(f, "disk quota {} MiB", b >> 20),
+            DiskQuota::Unsupported(why) => {
+                write!(f, "no disk quota: the storage driver does not support one ({why})")
+            }
+            DiskQuota::Unknown => write!(f, "disk quota unknown (a container created elsewhere)"),
+        }
+    }
+}
+
+/// The engine's refusal of `--storage-opt size=` on a driver without quotas.
+fn quota_refused(e: &bollard::errors::Error) -> bool {
+    let m = e.to_string().to_lowercase();
+    m.contains("storage-opt") || m.contains("storage opt") || m.contains("storageopt") || m.contains("quota")
+}
+
+fn first_line(s: &str) -> String {
+    crate::extract::truncate(s.lines().next().unwrap_or("").trim().to_string(), 200)
 }
 
 impl DockerSandbox {
@@ -106,25 +116,19 @@ impl DockerSandbox {
             (super::owner::OWNER_LABEL.to_string(), super::owner::this_process()),
         ]);
         let memory = i64::try_from(limits.memory_bytes).unwrap_or(i64::MAX);
-        // A disk quota where the storage driver has one; said where it has not.
-        let info = docker.info().await.ok();
-        let driver = info.as_ref().and_then(|i| i.driver.clone()).unwrap_or_default();
-        let backing = info.and_then(|i| i.driver_status).and_then(|st| {
-            st.into_iter()
-                .find(|kv| kv.first().is_some_and(|k| k == "Backing Filesystem"))
-                .and_then(|kv| kv.get(1).cloned())
-        });
-        let mut quota = disk_quota_support(&driver, backing.as_deref());
-        let host = HostConfig {
+        let mut host = HostConfig {
             memory: Some(memory),
             memory_swap: Some(memory),
             nano_cpus: Some((limits.cpus * 1e9) as i64),
             pids_limit: Some(i64::from(limits.pids)),
             network_mode: Some("none".into()),
             security_opt: Some(vec!["no-new-privileges".into()]),
-            storage_opt: quota.is_ok().then(|| HashMap::from([("size".to_string(), limits.disk_bytes.to_string())])),
             ..Default::default()
         };
+        // A disk quota where the storage driver has one (overlay2 on xfs with pquota,
+        // btrfs, zfs, devicemapper); the engine refuses the option elsewhere, and the
+        // container is created without it, saying so.
+        host.storage_opt = Some(HashMap::from([("size".to_string(), format!("{}", limits.disk_bytes))]));
         let mut body = ContainerCreateBody {
             image: Some(config.image.clone()),
             cmd: Some(vec!["sh".into(), "-c".into(), KEEPALIVE.into()]),
@@ -132,32 +136,30 @@ impl DockerSandbox {
             env: Some(vec!["LANG=C.UTF-8".into(), "HOME=/root".into()]),
             labels: Some(labels),
             network_disabled: Some(true),
-            host_config: Some(host.clone()),
+            host_config: Some(host),
             ..Default::default()
         };
         let opts =
             CreateContainerOptions { name: Some(format!("reproagent-{}", config.session)), ..Default::default() };
-        let id = match docker.create_container(Some(opts.clone()), body.clone()).await {
-            Ok(r) => r.id,
-            // The driver looked able but the engine refused (overlay2 on xfs without pquota).
-            Err(e) if quota.is_ok() && refuses_quota(&e.to_string()) => {
-                quota = Err(format!("the engine refused it ({})", e.to_string().trim()));
-                body.host_config = Some(HostConfig { storage_opt: None, ..host });
-                docker.create_container(Some(opts), body).await?.id
+        let (id, quota) = match docker.create_container(Some(opts.clone()), body.clone()).await {
+            Ok(c) => (c.id, DiskQuota::Bytes(limits.disk_bytes)),
+            Err(e) if quota_refused(&e) => {
+                if let Some(h) = body.host_config.as_mut() {
+                    h.storage_opt = None;
+                }
+                let id = docker.create_container(Some(opts), body).await?.id;
+                (id, DiskQuota::Unsupported(first_line(&e.to_string())))
             }
             Err(e) => return Err(e.into()),
         };
         let mut sb = Self::adopt(docker, id, &config).await?;
-        sb.disk_quota = Some(match quota {
-            Ok(()) => format!("{} MiB (storage driver {driver})", limits.disk_bytes >> 20),
-            Err(why) => {
-                eprintln!(
-                    "note: the Docker sandbox has no disk quota: {why}; a test can fill the engine's disk (quotas need overlay2 on xfs with pquota, devicemapper, btrfs or zfs)"
-                );
-                format!("not applied: {why}")
-            }
-        });
+        sb.disk_quota = quota;
         Ok(sb)
+    }
+
+    /// The disk quota the container got, or why it has none.
+    pub fn disk_quota(&self) -> &DiskQuota {
+        &self.disk_quota
     }
 
     /// Take charge of a created container: start it and upload the repository. From
@@ -177,7 +179,7 @@ impl DockerSandbox {
             closed: AtomicBool::new(false),
             output_bytes: config.limits.output_bytes,
             oom_kills: AtomicU64::new(0),
-            disk_quota: None,
+            disk_quota: DiskQuota::Unknown,
             _interrupt,
         };
         sb.docker.start_container(&sb.id, None::<bollard::query_parameters::StartContainerOptions>).await?;
@@ -411,9 +413,6 @@ impl Sandbox for DockerSandbox {
     }
     fn exec<'a>(&'a self, req: &'a ExecRequest) -> BoxFuture<'a, Result<ExecOutput>> {
         Box::pin(self.run(req))
-    }
-    fn disk_quota(&self) -> Option<&str> {
-        self.disk_quota.as_deref()
     }
     fn write_file<'a>(&'a self, rel: &'a str, contents: &'a [u8]) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {

@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use tokio::io::AsyncReadExt;
@@ -173,9 +173,8 @@ impl LocalSandbox {
         let _guard = GroupGuard(pgid);
         let _interrupt = pgid.map(super::interrupt::register_group);
         let limit = self.limits.output_bytes;
-        let (out_cap, err_cap) = (Arc::new(Mutex::new(Capture::new(limit))), Arc::new(Mutex::new(Capture::new(limit))));
-        let out_task = tokio::spawn(read_capped(child.stdout.take(), out_cap.clone()));
-        let err_task = tokio::spawn(read_capped(child.stderr.take(), err_cap.clone()));
+        let out_task = read_capped(child.stdout.take(), limit);
+        let err_task = read_capped(child.stderr.take(), limit);
 
         let (status, timed_out) = match tokio::time::timeout(req.timeout, child.wait()).await {
             Ok(s) => (Some(s.map_err(|e| SandboxError::io("waiting for the command", e))?), false),
@@ -187,15 +186,14 @@ impl LocalSandbox {
             Some(s) => s,
             None => child.wait().await.map_err(|e| SandboxError::io("waiting for the command", e))?,
         };
-        let ((out, out_held), (err, err_held)) =
-            tokio::join!(join_capture(out_task, out_cap, limit), join_capture(err_task, err_cap, limit));
-        let mut o = output_from(out, err);
+        let (out, out_held) = join_capture(out_task, limit).await;
+        let (mut err, err_held) = join_capture(err_task, limit).await;
         if out_held || err_held {
-            // Said, so a short output is not read as everything the command printed.
-            o.stderr.push_str(
-                "\n[reproagent: a process the command started still held its output open when it ended; output read until then is kept]\n",
-            );
+            err.push(ESCAPED_NOTE.as_bytes());
+            // The escaped process is still in the sandbox: it does not outlive the command.
+            super::owner::kill_inside(&self.root);
         }
+        let mut o = output_from(out, err);
         use std::os::unix::process::ExitStatusExt;
         o.exit_code = status.code().map(i64::from).or_else(|| status.signal().map(|s| 128 + i64::from(s)));
         o.timed_out = timed_out;
@@ -261,32 +259,56 @@ impl Drop for GroupGuard {
     }
 }
 
-/// Read a pipe into a capture shared with the caller, so what was read stays available
-/// when the reader has to be abandoned.
-async fn read_capped<R: tokio::io::AsyncRead + Unpin>(r: Option<R>, cap: Arc<Mutex<Capture>>) {
-    if let Some(mut r) = r {
-        let mut buf = vec![0u8; 16 << 10];
-        while let Ok(n) = r.read(&mut buf).await {
-            if n == 0 {
-                break;
+/// What a reader has captured so far, shared so that a reader given up on still gives
+/// what it read.
+type Shared = std::sync::Arc<std::sync::Mutex<Capture>>;
+
+fn read_capped<R: tokio::io::AsyncRead + Unpin + Send + 'static>(
+    r: Option<R>,
+    limit: usize,
+) -> (tokio::task::JoinHandle<()>, Shared) {
+    let cap: Shared = std::sync::Arc::new(std::sync::Mutex::new(Capture::new(limit)));
+    let into = cap.clone();
+    let task = tokio::spawn(async move {
+        if let Some(mut r) = r {
+            let mut buf = vec![0u8; 16 << 10];
+            while let Ok(n) = r.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                if let Ok(mut c) = into.lock() {
+                    c.push(&buf[..n]);
+                }
             }
-            cap.lock().unwrap_or_else(|e| e.into_inner()).push(&buf[..n]);
         }
-    }
+    });
+    (task, cap)
 }
 
-/// The output of one pipe: the reader's capture once the pipe closes. A reader blocked by
-/// a process that escaped the group (it holds the pipe open) is abandoned after a grace
-/// period, keeping what it read until then; the second value says it was abandoned.
-async fn join_capture(task: tokio::task::JoinHandle<()>, cap: Arc<Mutex<Capture>>, limit: usize) -> (Capture, bool) {
+/// What the output says when a process that escaped the command's process group
+/// (`setsid`, a daemon) still held its stdout or stderr open: on stderr, so stdout stays
+/// what the command printed.
+pub(crate) const ESCAPED_NOTE: &str =
+    "\n[reproagent: a process that left the command's process group held its output open; stopped reading it]\n";
+
+/// The capture of a finished command, and whether a process that escaped the group still
+/// held the pipe: such a reader is given up on after a grace period, keeping what it read.
+async fn join_capture((task, cap): (tokio::task::JoinHandle<()>, Shared), limit: usize) -> (Capture, bool) {
     let abort = task.abort_handle();
-    let held = !matches!(tokio::time::timeout(Duration::from_secs(2), task).await, Ok(Ok(())));
+    let held = tokio::time::timeout(ESCAPED_GRACE, task).await.is_err();
     if held {
         abort.abort();
     }
-    let mut guard = cap.lock().unwrap_or_else(|e| e.into_inner());
-    (std::mem::replace(&mut *guard, Capture::new(limit)), held)
+    let c = match cap.lock() {
+        Ok(mut g) => std::mem::replace(&mut *g, Capture::new(limit)),
+        Err(_) => Capture::new(limit),
+    };
+    (c, held)
 }
+
+/// How long the output of a finished command is still read: an escaped process that
+/// holds the pipe does not hold the run.
+const ESCAPED_GRACE: Duration = Duration::from_secs(2);
 
 impl Sandbox for LocalSandbox {
     fn kind(&self) -> SandboxKind {

@@ -14,11 +14,11 @@ pub mod copy;
 pub mod docker;
 pub mod env;
 pub mod image;
-pub mod interrupt;
-pub mod jail;
+pub(crate) mod interrupt;
+pub(crate) mod jail;
 pub mod local;
 pub mod owner;
-pub mod policy;
+pub(crate) mod policy;
 pub mod runners;
 pub mod tools;
 
@@ -110,8 +110,8 @@ pub struct Limits {
     pub pids: u32,
     /// Bytes kept of each of stdout and stderr; the rest is counted and dropped.
     pub output_bytes: usize,
-    /// Disk: the size of the container's writable layer (Docker, where the storage driver
-    /// allows a quota: `HostConfig.StorageOpt size=`); the local sandbox has none.
+    /// Disk the container's writable layer may fill (Docker, where the storage driver
+    /// supports a quota; the sandbox's reason says when it does not).
     pub disk_bytes: u64,
 }
 
@@ -131,6 +131,8 @@ pub const MAX_TOOL_TIMEOUT_SECS: u64 = 3_600;
 pub const MIN_MEMORY_MB: u64 = 16;
 /// The most memory a sandbox may be given (1 TiB).
 pub const MAX_MEMORY_MB: u64 = 1 << 20;
+/// The least disk a Docker sandbox may be given: the repository copy needs room.
+pub const MIN_DISK_MB: u64 = 64;
 
 impl Limits {
     /// Refuse limits that mean "none" or cannot hold: memory outside
@@ -140,6 +142,12 @@ impl Limits {
         if !(MIN_MEMORY_MB..=MAX_MEMORY_MB).contains(&mb) {
             return Err(SandboxError::Other(format!(
                 "memory limit {mb} MiB is out of range (hint: give {MIN_MEMORY_MB} to {MAX_MEMORY_MB} MiB)"
+            )));
+        }
+        let disk = self.disk_bytes >> 20;
+        if disk < MIN_DISK_MB {
+            return Err(SandboxError::Other(format!(
+                "disk limit {disk} MiB is too small (hint: give at least {MIN_DISK_MB} MiB)"
             )));
         }
         if self.pids == 0 || !(self.cpus > 0.0 && self.cpus.is_finite()) {
@@ -303,11 +311,6 @@ pub trait Sandbox: Send + Sync {
     fn environment(&self) -> Option<&env::Environment> {
         None
     }
-    /// The disk quota: `Some("10240 MiB ...")` when applied, `Some("not applied: why")`
-    /// when the sandbox could not have one, `None` where it does not apply (local).
-    fn disk_quota(&self) -> Option<&str> {
-        None
-    }
 }
 
 /// Check a relative path stays inside the repository copy: no absolute paths, no `..`.
@@ -392,7 +395,8 @@ pub async fn open(choice: Choice, config: SandboxConfig) -> Result<Opened> {
         Choice::Docker => {
             let placement = config.placement();
             let sb = docker::DockerSandbox::open(config).await?;
-            Ok(Opened { sandbox: Box::new(sb), reason: format!("docker (asked for){placement}") })
+            let quota = sb.disk_quota().to_string();
+            Ok(Opened { sandbox: Box::new(sb), reason: format!("docker (asked for){placement}; {quota}") })
         }
         Choice::Local => {
             let sb = local::LocalSandbox::open(config)?;
@@ -406,9 +410,12 @@ pub async fn open(choice: Choice, config: SandboxConfig) -> Result<Opened> {
                         let image = config.image.clone();
                         let placement = config.placement();
                         let sb = docker::DockerSandbox::open(config).await?;
+                        let quota = sb.disk_quota().to_string();
                         return Ok(Opened {
                             sandbox: Box::new(sb),
-                            reason: format!("docker: the engine answers and image {image} is ready{placement}"),
+                            reason: format!(
+                                "docker: the engine answers and image {image} is ready{placement}; {quota}"
+                            ),
                         });
                     }
                     Err(_) => format!("image {} is not built (run `reproagent sandbox prepare`)", config.image),

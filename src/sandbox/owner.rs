@@ -84,7 +84,7 @@ pub fn clean_local(tmp: &Path) -> (Vec<LocalLeft>, Vec<String>) {
 }
 
 /// Kill (SIGKILL) every process whose working directory is under `dir`; how many.
-fn kill_inside(dir: &Path) -> usize {
+pub(super) fn kill_inside(dir: &Path) -> usize {
     let mut n = 0;
     let Ok(rd) = std::fs::read_dir("/proc") else {
         return 0;

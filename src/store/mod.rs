@@ -14,7 +14,7 @@ use cozo::{DataValue, DbInstance, NamedRows, ScriptMutability};
 use thiserror::Error;
 
 pub mod bounded;
-pub mod text;
+pub(crate) mod text;
 
 use crate::extract::FileFacts;
 use crate::resolve::Rows;

@@ -53,6 +53,23 @@ impl TypedTool for FindEntity {
     fn run(&self, ctx: &ToolContext, a: FindEntityArgs) -> Result<FindEntityOutput, ToolError> {
         let store = ctx.store()?;
         let limit = a.limit.clamp(1, 200);
+        // An exact id or a dotted import path: one indexed lookup, answered at once.
+        let exact = match g::entity(&store, &a.name)? {
+            Some(e) => Some(e),
+            None => match g::dotted_entity(&store, &a.name)? {
+                Some(id) => g::entity(&store, &id)?,
+                None => None,
+            },
+        };
+        if let Some(e) = exact.filter(|e| a.kind.as_deref().is_none_or(|k| e.kind == k)) {
+            return Ok(FindEntityOutput {
+                name: a.name,
+                matched: "exact",
+                entities: vec![e],
+                truncated: false,
+                note: None,
+            });
+        }
         let mut hits = g::find(&store, &a.name, a.kind.as_deref(), limit + 1)?;
         if !hits.is_empty() {
             let truncated = hits.len() > limit;
@@ -189,6 +206,13 @@ pub struct WalkArgs {
     /// At most this many edges (default 100, at most 500).
     #[serde(default = "hundred")]
     pub limit: usize,
+    /// Leave out edges from (callers) or into (callees) test files.
+    #[serde(default)]
+    pub exclude_tests: bool,
+    /// One row per caller (callers) or callee (callees) with its call lines, instead of
+    /// one per edge.
+    #[serde(default)]
+    pub group: bool,
 }
 
 fn one() -> usize {
@@ -205,19 +229,90 @@ pub struct WalkOutput {
     /// Each edge with `how` it was resolved (local, import, self, inherited, name) and its
     /// confidence, nearest first.
     pub edges: Vec<Edge>,
+    /// With `group`: one row per entity at the other end of the edges.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grouped: Option<Vec<Group>>,
+    /// Edges left out by `exclude_tests`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tests_left_out: Option<usize>,
     #[serde(flatten)]
     pub page: Page,
 }
 
 const MAX_WALK_DEPTH: usize = 5;
 
+/// The calls between one caller and one callee, or all the calls of one entity at the
+/// other end of a walk.
+#[derive(Debug, Serialize)]
+pub struct Group {
+    pub entity: String,
+    pub depth: i64,
+    pub calls: usize,
+    pub lines: Vec<i64>,
+    /// The surest edge's resolution and confidence.
+    pub how: String,
+    pub confidence: f64,
+}
+
+fn file_of(id: &str) -> &str {
+    id.split_once(':').map(|(f, _)| f).unwrap_or(id)
+}
+
 fn walk(ctx: &ToolContext, a: WalkArgs, up: bool) -> Result<WalkOutput, ToolError> {
     let store = ctx.store()?;
     let id = g::resolve_entity(&store, &a.name)?;
     let depth = a.depth.clamp(1, MAX_WALK_DEPTH);
     let min = a.min_confidence.clamp(0.0, 1.0);
-    let walk = g::walk(&store, &id, depth, min, up)?;
-    let (edges, mut page) = page(walk.edges, a.offset, a.limit.clamp(1, 500), "edges");
+    let mut walk = g::walk(&store, &id, depth, min, up)?;
+    let other = |e: &Edge| if up { e.caller.clone() } else { e.callee.clone() };
+    let tests_left_out = if a.exclude_tests {
+        let tests: std::collections::HashSet<String> =
+            g::files(&store)?.into_iter().filter(|f| f.is_test).map(|f| f.path).collect();
+        let before = walk.edges.len();
+        walk.edges.retain(|e| !tests.contains(file_of(&other(e))));
+        Some(before - walk.edges.len())
+    } else {
+        None
+    };
+    let limit = a.limit.clamp(1, 500);
+    if a.group {
+        let mut groups: Vec<Group> = Vec::new();
+        let mut at: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        for e in &walk.edges {
+            let key = other(e);
+            let i = *at.entry(key.clone()).or_insert_with(|| {
+                groups.push(Group {
+                    entity: key,
+                    depth: e.depth,
+                    calls: 0,
+                    lines: Vec::new(),
+                    how: e.how.clone(),
+                    confidence: e.confidence,
+                });
+                groups.len() - 1
+            });
+            let gr = &mut groups[i];
+            gr.calls += 1;
+            if e.depth == gr.depth && !gr.lines.contains(&e.line) {
+                gr.lines.push(e.line);
+            }
+            if e.confidence > gr.confidence {
+                gr.confidence = e.confidence;
+                gr.how = e.how.clone();
+            }
+        }
+        let what = if up { "callers" } else { "callees" };
+        let (grouped, mut page) = page(groups, a.offset, limit, what);
+        if let Some(cut) = walk.truncated {
+            page.truncated = true;
+            page.note = Some(match page.note {
+                Some(n) => format!("{cut}; {n}"),
+                None => cut,
+            });
+        }
+        return Ok(WalkOutput { entity: id, depth, edges: Vec::new(), grouped: Some(grouped), tests_left_out, page });
+    }
+    let (edges, mut page) = page(walk.edges, a.offset, limit, "edges");
     if let Some(cut) = walk.truncated {
         page.truncated = true;
         page.note = Some(match page.note {
@@ -225,7 +320,7 @@ fn walk(ctx: &ToolContext, a: WalkArgs, up: bool) -> Result<WalkOutput, ToolErro
             None => cut,
         });
     }
-    Ok(WalkOutput { entity: id, depth, edges, page })
+    Ok(WalkOutput { entity: id, depth, edges, grouped: None, tests_left_out, page })
 }
 
 impl TypedTool for Callers {
@@ -421,5 +516,87 @@ impl TypedTool for TestsFor {
         });
         let (tests, page) = page(tests, a.offset, a.limit.clamp(1, 500), "tests");
         Ok(TestsForOutput { entity: id, tests, page, none_because })
+    }
+}
+
+// ---------------------------------------------------------------- read_entity
+
+pub struct ReadEntity;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadEntityArgs {
+    /// An entity id (`path:Class.method`), a dotted import path
+    /// (`pkg.module.Class.method`), a name or a qualified name.
+    pub name: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ReadEntityOutput {
+    pub entity: EntityInfo,
+    /// The first line shown: the first decorator or annotation above the definition.
+    pub start_line: usize,
+    pub end_line: usize,
+    /// The lines, each prefixed with its number: `  12 | text`.
+    pub content: String,
+    pub truncated: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// The first line of the decorators (Python, TypeScript) or annotations (Java) stacked
+/// right above a definition that starts on `start` (1-based), arguments over several
+/// lines included; `start` when there are none.
+pub(crate) fn decorators_from(lines: &[&str], start: usize) -> usize {
+    let Some(def) = lines.get(start.saturating_sub(1)) else { return start };
+    let indent = def.len() - def.trim_start().len();
+    let mut first = start;
+    let mut i = start.saturating_sub(1);
+    while i > 0 {
+        let line = lines[i - 1];
+        let t = line.trim_start();
+        let ind = line.len() - t.len();
+        if t.starts_with('@') && ind == indent {
+            first = i;
+        } else if t.is_empty() || ind < indent || (ind == indent && !t.starts_with([')', ']', '}'])) {
+            // Not inside a decorator's arguments: the stack ends here.
+            break;
+        }
+        i -= 1;
+    }
+    first
+}
+
+impl TypedTool for ReadEntity {
+    const NAME: &'static str = "read_entity";
+    const DESCRIPTION: &'static str = "The source of one entity by id, dotted import path or name, with its decorators or annotations and line numbers: what read_file gives for its exact range. Bounded: 500 lines or 50 kB; the note says how to read on with read_file.";
+    type Args = ReadEntityArgs;
+    type Output = ReadEntityOutput;
+
+    fn run(&self, ctx: &ToolContext, a: ReadEntityArgs) -> Result<ReadEntityOutput, ToolError> {
+        let store = ctx.store()?;
+        let id = g::resolve_entity(&store, &a.name)?;
+        let entity = g::entity(&store, &id)?.ok_or_else(|| ToolError::NotFound {
+            what: "entity",
+            name: a.name.clone(),
+            nearest: Vec::new(),
+        })?;
+        let abs = ctx.resolve_path(&entity.file)?;
+        let bytes = crate::confine::read_regular(ctx.root(), &abs)
+            .map_err(|e| ToolError::Io(format!("{}: {e}", entity.file)))?;
+        let text = String::from_utf8_lossy(&bytes);
+        let lines: Vec<&str> = text.lines().collect();
+        let start = decorators_from(&lines, entity.start_line.max(1) as usize);
+        let end = (entity.end_line.max(entity.start_line) as usize).max(start);
+        let read = super::fs::ReadFile
+            .run(ctx, super::fs::ReadFileArgs { path: entity.file.clone(), start_line: start, end_line: Some(end) })?;
+        Ok(ReadEntityOutput {
+            entity,
+            start_line: read.start_line,
+            end_line: read.end_line,
+            content: read.content,
+            truncated: read.truncated,
+            note: read.note,
+        })
     }
 }

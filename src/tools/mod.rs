@@ -7,12 +7,13 @@
 //! panic; every output is bounded and says when it was truncated and how to get the rest.
 //! Every path is relative to the repository root and checked to stay inside it.
 
-pub mod fs;
+pub(crate) mod fs;
 pub mod graph;
 mod paths;
-pub mod runtime;
+mod reindex;
+pub(crate) mod runtime;
 pub mod search;
-pub mod thinking;
+pub(crate) mod thinking;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -64,9 +65,6 @@ pub enum ToolError {
     /// The keyword index is missing, out of date with the graph, or failed.
     #[error(transparent)]
     Search(#[from] SearchError),
-    /// Files changed since the last `reproagent index`.
-    #[error("the index is stale: {} file(s) changed since it was built ({})", .total, .changed.join(", "))]
-    Stale { changed: Vec<String>, total: usize },
     /// A runtime tool without a sandbox, or a sandbox error (a refusal carries its reason).
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
@@ -111,9 +109,6 @@ impl ToolError {
             ToolError::Binary(_) => "read_file reads text files only",
             ToolError::Index(e) => return e.hint().map(str::to_string),
             ToolError::Search(e) => return e.hint().map(str::to_string),
-            ToolError::Stale { .. } => {
-                "run `reproagent index` in the repository (incremental: only changed files are parsed)"
-            }
             ToolError::Sandbox(SandboxError::Refused(_)) => "rewrite the command without the refused part",
             ToolError::Sandbox(_) => return None,
             ToolError::NoSandbox => "start with a sandbox (`reproagent serve --sandbox local|docker`)",
@@ -133,7 +128,6 @@ impl ToolError {
                 v["nearest"] = json!(nearest)
             }
             ToolError::Ambiguous { candidates, .. } => v["candidates"] = json!(candidates),
-            ToolError::Stale { changed, .. } => v["changed"] = json!(changed),
             _ => {}
         }
         v
@@ -204,11 +198,111 @@ impl<T: TypedTool> Tool for T {
             Ok(a) => a,
             Err(message) => return ToolOutput::error(&ToolError::BadArgs { tool: T::NAME.to_string(), message }),
         };
-        match self.run(ctx, parsed).and_then(|o| serde_json::to_value(o).map_err(|e| ToolError::Other(e.to_string()))) {
+        STALE.with(|s| s.borrow_mut().take());
+        let out = match self
+            .run(ctx, parsed)
+            .and_then(|o| serde_json::to_value(o).map_err(|e| ToolError::Other(e.to_string())))
+        {
             Ok(value) => ToolOutput { value, is_error: false },
             Err(e) => ToolOutput::error(&e),
+        };
+        let mut out = with_stale(out);
+        out.value = cap_chars(out.value, MAX_OUTPUT_CHARS);
+        out
+    }
+}
+
+/// The most characters of JSON one tool answer carries; the answer says how to get the rest.
+pub const MAX_OUTPUT_CHARS: usize = 20_000;
+
+/// Cut an answer longer than `max` characters: its longest list loses items from the end
+/// (or its `content` text loses whole lines from the end), and `truncated`/`note` say
+/// what was cut and how to page.
+pub(crate) fn cap_chars(mut v: Value, max: usize) -> Value {
+    for _ in 0..8 {
+        let len = v.to_string().chars().count();
+        if len <= max {
+            return v;
+        }
+        let Some(o) = v.as_object_mut() else { return v };
+        let over = len - max;
+        let longest = o
+            .iter()
+            .filter(|(k, x)| x.is_array() || (k.as_str() == "content" && x.is_string()))
+            .map(|(k, x)| (x.to_string().chars().count(), k.clone()))
+            .max();
+        let Some((size, key)) = longest else { return v };
+        let note = if let Some(Value::Array(items)) = o.get_mut(&key) {
+            // Keep the largest prefix that fits.
+            let budget = size.saturating_sub(over + 200);
+            let total = items.len();
+            let mut used = 2;
+            let mut keep = 0;
+            for it in items.iter() {
+                let n = it.to_string().chars().count() + 1;
+                if used + n > budget {
+                    break;
+                }
+                used += n;
+                keep += 1;
+            }
+            items.truncate(keep);
+            format!(
+                "answer cut at {max} characters: the first {keep} of the {total} {key} shown; \
+                 pass offset={keep} (where the tool takes one), a smaller limit or a narrower query"
+            )
+        } else if let Some(Value::String(text)) = o.get_mut(&key) {
+            let budget = text.chars().count().saturating_sub(over + 200);
+            let cut: String = text.chars().take(budget).collect();
+            let cut = match cut.rfind('\n') {
+                Some(i) => cut[..=i].to_string(),
+                None => String::new(),
+            };
+            // Numbered lines (`  12 | text`): say where to go on.
+            let last = cut.lines().last().and_then(|l| l.split('|').next()).and_then(|n| n.trim().parse::<u64>().ok());
+            *text = cut;
+            match last {
+                Some(n) => {
+                    o.insert("end_line".into(), json!(n));
+                    format!("answer cut at {max} characters after line {n}; pass start_line={} for more", n + 1)
+                }
+                None => format!("answer cut at {max} characters"),
+            }
+        } else {
+            return v;
+        };
+        o.insert("truncated".into(), json!(true));
+        let merged = match o.get("note").and_then(Value::as_str) {
+            Some(n) if !n.is_empty() => format!("{note}; {n}"),
+            _ => note,
+        };
+        o.insert("note".into(), json!(merged));
+    }
+    v
+}
+
+thread_local! {
+    /// What the freshness check of this thread's tool call found changed.
+    static STALE: std::cell::RefCell<Option<paths::Stale>> = const { std::cell::RefCell::new(None) };
+}
+
+/// An answer from an index that no longer describes the tree says so beside the answer:
+/// which files changed, and how to update the index.
+fn with_stale(mut out: ToolOutput) -> ToolOutput {
+    if let Some(st) = STALE.with(|s| s.borrow_mut().take()) {
+        if let Some(o) = out.value.as_object_mut() {
+            o.insert(
+                "stale".into(),
+                json!({
+                    "files": st.changed,
+                    "total": st.total,
+                    "note": "answered from the index as of the last `index`: these files changed since; \
+                             the `index` tool (or `reproagent index`) updates it incrementally",
+                }),
+            );
         }
     }
+    out
 }
 
 /// serde says "invalid type: string, expected usize" without the field; name it.
@@ -286,7 +380,8 @@ impl ToolContext {
         &self.root
     }
 
-    /// The graph index, opened on first use; refused when missing or stale.
+    /// The graph index, opened on first use; refused when missing. When files changed
+    /// since it was built, the answer of the tool that asked carries them (`stale`).
     pub fn store(&self) -> Result<Arc<Store>, ToolError> {
         let db = crate::store::db_path(&self.root);
         let stamp = paths::DbStamp::of(&db);
@@ -296,7 +391,7 @@ impl ToolContext {
                 Some((s, st)) if Some(st) == stamp.as_ref() => s.clone(),
                 _ => {
                     let s = Arc::new(crate::store::open(&db)?);
-                    if let Some(st) = stamp {
+                    if let Some(st) = stamp.clone() {
                         *guard = Some((s.clone(), st));
                     }
                     s
@@ -304,7 +399,8 @@ impl ToolContext {
             }
         };
         let mut fresh = self.freshness.lock().map_err(|_| ToolError::Other("freshness lock poisoned".into()))?;
-        fresh.check(&self.root, &store)?;
+        let stale = fresh.check(&self.root, &store, stamp.as_ref())?;
+        STALE.with(|s| *s.borrow_mut() = stale);
         Ok(store)
     }
 
@@ -335,6 +431,7 @@ pub fn all() -> Registry {
             Box::new(fs::ReadFile),
             Box::new(search::SearchCode),
             Box::new(graph::FindEntity),
+            Box::new(graph::ReadEntity),
             Box::new(graph::ClassStructure),
             Box::new(graph::Callers),
             Box::new(graph::Callees),
@@ -343,6 +440,14 @@ pub fn all() -> Registry {
             Box::new(graph::TestsFor),
         ],
     }
+}
+
+/// What the MCP server offers: [`all`] plus `index`, which updates the index of the tree
+/// the server serves (an agent that writes files keeps its answers current).
+pub fn for_server(runtime: bool) -> Registry {
+    let mut r = if runtime { with_runtime() } else { all() };
+    r.tools.push(Box::new(reindex::Index));
+    r
 }
 
 /// [`all`] plus the runtime tools (`run_command`, `run_python`, `run_test`), which need a
@@ -425,4 +530,36 @@ pub(crate) fn page<T>(items: Vec<T>, offset: usize, limit: usize, what: &str) ->
         format!("showing {what} {}-{} of {total}; pass offset={} for more", offset + 1, offset + shown, offset + shown)
     });
     (kept, Page { total, offset, shown, truncated, note })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_answer_is_cut_to_the_cap_and_says_how_to_page() {
+        let edges: Vec<Value> =
+            (0..1000).map(|i| json!({"caller": format!("pkg/mod.py:function_{i}"), "line": i})).collect();
+        let v = cap_chars(json!({"entity": "x", "edges": edges, "note": "showing edges 1-1000 of 4000"}), 20_000);
+        assert!(v.to_string().chars().count() <= 20_000, "{}", v.to_string().len());
+        let kept = v["edges"].as_array().unwrap().len();
+        assert!(kept > 300 && kept < 1000, "{kept}");
+        assert_eq!(v["truncated"], true);
+        let note = v["note"].as_str().unwrap();
+        assert!(
+            note.starts_with(&format!("answer cut at 20000 characters: the first {kept} of the 1000 edges")),
+            "{note}"
+        );
+        assert!(note.ends_with("showing edges 1-1000 of 4000"), "the tool's own note is kept: {note}");
+
+        let content: String = (1..=2000).map(|i| format!("{i:>5} | line number {i} of the file\n")).collect();
+        let v = cap_chars(json!({"path": "a.py", "start_line": 1, "end_line": 2000, "content": content}), 20_000);
+        assert!(v.to_string().chars().count() <= 20_000);
+        let last = v["end_line"].as_u64().unwrap();
+        assert!(v["content"].as_str().unwrap().ends_with(&format!("line number {last} of the file\n")));
+        assert!(v["note"].as_str().unwrap().contains(&format!("start_line={}", last + 1)), "{v}");
+
+        let small = json!({"edges": [1, 2, 3]});
+        assert_eq!(cap_chars(small.clone(), 20_000), small);
+    }
 }

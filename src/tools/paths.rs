@@ -8,8 +8,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Component, Path, PathBuf};
 use std::time::SystemTime;
 
-use cozo::DataValue;
-
 use super::ToolError;
 use crate::store::Store;
 
@@ -124,36 +122,113 @@ impl DbStamp {
     }
 }
 
-/// Does the index still describe the tree? The stored content hash of every indexed file
-/// against the file on disk (hashed again only when its size or mtime changed), and the
-/// source files the index does not know.
+/// Files that changed since the last `index`: the first few by name, and how many.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Stale {
+    pub changed: Vec<String>,
+    pub total: usize,
+}
+
+/// How long a walk for new files holds when no directory it saw changed: a file added in
+/// a directory the walk found no source in is seen within this time.
+const WALK_AGAIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Does the index still describe the tree? Cheap enough to run before every tool call:
+/// the index's files are read once per database; each is `stat`ed and hashed again only
+/// when its size or mtime changed; the tree is walked for new files only when a directory
+/// the last walk saw changed its mtime (or [`WALK_AGAIN`] passed).
 #[derive(Default)]
 pub struct Freshness {
     root: Option<PathBuf>,
     seen: HashMap<PathBuf, (Option<SystemTime>, u64, String)>,
+    /// The index's files (path => content hash) and the database they were read from.
+    stored: Option<(DbStamp, BTreeMap<String, String>)>,
+    /// The directories the last walk saw, with their mtimes; when it ran; the source
+    /// files it found that the index does not hold (added after the index was written).
+    dirs: Vec<(PathBuf, Option<SystemTime>)>,
+    walked: Option<std::time::Instant>,
+    new_files: Vec<String>,
 }
 
 impl Freshness {
-    pub(crate) fn check(&mut self, root: &Path, store: &Store) -> Result<(), ToolError> {
+    /// `None` when the index describes the tree, else what changed.
+    pub(crate) fn check(
+        &mut self,
+        root: &Path,
+        store: &Store,
+        stamp: Option<&DbStamp>,
+    ) -> Result<Option<Stale>, ToolError> {
         if self.root.as_deref() != Some(root) {
-            self.root = Some(root.to_path_buf());
+            *self = Freshness { root: Some(root.to_path_buf()), ..Default::default() };
         }
-        let r = store.query("?[path, hash] := *file{path, hash}", BTreeMap::new())?;
-        let stored: BTreeMap<String, String> =
-            r.rows.iter().map(|row| (row[0].get_str().unwrap_or("").to_string(), str_of(&row[1]))).collect();
+        let reload = match (&self.stored, stamp) {
+            (Some((st, _)), Some(now)) => st != now,
+            _ => true,
+        };
+        if reload {
+            let files: BTreeMap<String, String> =
+                crate::graph::files(store)?.into_iter().map(|f| (f.path, f.hash)).collect();
+            // A new database: what the last walk found new may be indexed now.
+            self.walked = None;
+            self.stored = stamp.map(|st| (st.clone(), files.clone()));
+            if stamp.is_none() {
+                return self.compare(root, store, &files);
+            }
+        }
+        let files = match self.stored.take() {
+            Some((st, files)) => {
+                let r = self.compare(root, store, &files);
+                self.stored = Some((st, files));
+                r
+            }
+            None => Ok(None),
+        };
+        files
+    }
+
+    fn compare(
+        &mut self,
+        root: &Path,
+        store: &Store,
+        stored: &BTreeMap<String, String>,
+    ) -> Result<Option<Stale>, ToolError> {
         let mut changed = Vec::new();
-        for (path, hash) in &stored {
+        for (path, hash) in stored {
             match self.hash_of(&root.join(path)) {
                 Some(h) if h == *hash => {}
                 Some(_) => changed.push(format!("{path} (modified)")),
                 None => changed.push(format!("{path} (deleted)")),
             }
         }
-        // A source file the index does not hold is new if it changed after the index was
-        // written; older ones are files `index` skipped (too large, too slow to parse).
+        let dirs_moved = self.dirs.iter().any(|(d, t)| std::fs::metadata(d).and_then(|m| m.modified()).ok() != *t);
+        if self.walked.is_none_or(|w| w.elapsed() > WALK_AGAIN) || dirs_moved {
+            self.walk_new(root, store, stored);
+        }
+        changed.extend(self.new_files.iter().map(|f| format!("{f} (new)")));
+        if changed.is_empty() {
+            return Ok(None);
+        }
+        let total = changed.len();
+        changed.truncate(10);
+        Ok(Some(Stale { changed, total }))
+    }
+
+    /// Walk the tree for source files the index does not hold. One that changed after the
+    /// index was written is new; older ones are files `index` skipped (too large, too
+    /// slow to parse).
+    fn walk_new(&mut self, root: &Path, store: &Store, stored: &BTreeMap<String, String>) {
         let written = std::fs::metadata(store.path()).and_then(|m| m.modified()).ok();
         let (files, _) = crate::index::walk(root, false);
+        let mut dirs: std::collections::BTreeSet<PathBuf> = std::collections::BTreeSet::from([root.to_path_buf()]);
+        self.new_files.clear();
         for f in files {
+            let mut d = f.abs.parent();
+            while let Some(p) = d.filter(|p| p.starts_with(root)) {
+                if !dirs.insert(p.to_path_buf()) {
+                    break;
+                }
+                d = p.parent();
+            }
             if !stored.contains_key(&f.rel) {
                 let modified = std::fs::metadata(&f.abs).and_then(|m| m.modified()).ok();
                 let after = match (modified, written) {
@@ -161,16 +236,13 @@ impl Freshness {
                     _ => true,
                 };
                 if after {
-                    changed.push(format!("{} (new)", f.rel));
+                    self.new_files.push(f.rel);
                 }
             }
         }
-        if changed.is_empty() {
-            return Ok(());
-        }
-        let total = changed.len();
-        changed.truncate(10);
-        Err(ToolError::Stale { changed, total })
+        self.dirs =
+            dirs.into_iter().map(|d| (d.clone(), std::fs::metadata(&d).and_then(|m| m.modified()).ok())).collect();
+        self.walked = Some(std::time::Instant::now());
     }
 
     fn hash_of(&mut self, path: &Path) -> Option<String> {
@@ -188,8 +260,4 @@ impl Freshness {
         self.seen.insert(path.to_path_buf(), (key.0, key.1, h.clone()));
         Some(h)
     }
-}
-
-fn str_of(v: &DataValue) -> String {
-    v.get_str().unwrap_or("").to_string()
 }

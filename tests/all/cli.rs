@@ -85,7 +85,8 @@ fn graph_commands_answer_with_ids_and_suggest_on_misses() {
     let dir = indexed_shop();
     let o = run(dir.path(), &["graph", "callers", "round_money", "--depth", "2", "--json"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let edges: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let out: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let edges = &out["edges"];
     let at = |d: i64| -> Vec<String> {
         edges
             .as_array()
@@ -98,9 +99,13 @@ fn graph_commands_answer_with_ids_and_suggest_on_misses() {
     assert!(at(1).contains(&"core/pricing.py:format_price".to_string()));
     assert!(at(2).contains(&"cli.py:main".to_string()));
 
+    // The CLI answers through the same typed tool as MCP and the agent: the same JSON.
+    let tool = run(dir.path(), &["tool", "callers", r#"{"name":"round_money","depth":2}"#]);
+    assert_eq!(out, serde_json::from_slice::<serde_json::Value>(&tool.stdout).unwrap());
+
     let o = run(dir.path(), &["graph", "path", "cli.py:main", "core/pricing.py:round_money", "--json"]);
     let paths: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let first = paths[0].as_array().unwrap();
+    let first = paths["chains"][0].as_array().unwrap();
     assert_eq!(first.len(), 2, "the shortest chain comes first: {first:?}");
     assert_eq!(first[1]["callee"], "core/pricing.py:round_money");
 
@@ -111,7 +116,7 @@ fn graph_commands_answer_with_ids_and_suggest_on_misses() {
         .as_array()
         .unwrap()
         .iter()
-        .any(|o| o[0] == "core/promotions/seasonal.py:SeasonalDiscount.__init__"));
+        .any(|o| o["method"] == "core/promotions/seasonal.py:SeasonalDiscount.__init__"));
 
     let o = run(dir.path(), &["graph", "imports", "core/models.py", "--json"]);
     let i: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();

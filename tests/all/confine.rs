@@ -441,9 +441,15 @@ fn limits_of_zero_or_unbounded_are_refused() {
     let o =
         run_in(&e.repo, &["sandbox", "exec", "--sandbox", "local", "--timeout", "18446744073709551615", "--", "true"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let o = run_in(&e.repo, &["sandbox", "exec", "--sandbox", "local", "--disk-mb", "0", "--", "true"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let mut config = SandboxConfig::new(&e.repo, "unused");
     config.limits.memory_bytes = 0;
     assert!(LocalSandbox::open(config).is_err(), "a 0 memory limit was accepted");
+    let mut config = SandboxConfig::new(&e.repo, "unused");
+    config.limits.disk_bytes = 0;
+    let r = LocalSandbox::open(config);
+    assert!(r.as_ref().is_err_and(|e| e.to_string().contains("disk limit")), "a 0 disk limit was accepted");
     let sb = LocalSandbox::open(SandboxConfig::new(&e.repo, "unused")).expect("open");
     block_on(async {
         for t in [0, u64::MAX] {

@@ -1,5 +1,7 @@
 //! One integration-test binary; each module is one area of the product.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or a benchmark stops at the first surprise
+
 mod bench;
 mod bench_mine;
 mod bounds;
@@ -13,6 +15,7 @@ mod index;
 mod interrupt;
 mod keyfree_body;
 mod keyfree_multifile;
+mod layering;
 mod localize;
 mod mcp;
 mod model;

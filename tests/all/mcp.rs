@@ -243,3 +243,41 @@ fn mcp_without_an_index_still_serves() {
     let r = c.call("ls", json!({}));
     assert_eq!(r["isError"], false, "{r}");
 }
+
+/// An agent that writes a file keeps its session: the answer says which files are stale,
+/// the `index` tool updates the index through the server, and the next answer knows the
+/// new code and reports nothing stale.
+#[test]
+fn mcp_reports_stale_files_then_reindexes_through_the_server() {
+    let dir = copy_tree(&fixture("python/shop"));
+    index_with(dir.path(), 1, true);
+    let mut c = Client::spawn(dir.path());
+    initialize(&mut c);
+    let r = c.call("callers", json!({"name": "round_money"}));
+    assert_eq!(r["isError"], false, "{r}");
+    assert!(payload(&r).get("stale").is_none(), "{r}");
+
+    std::fs::write(
+        dir.path().join("core/discount_report.py"),
+        "from core.pricing import round_money\n\n\ndef report(x):\n    return round_money(x)\n",
+    )
+    .unwrap();
+    let r = c.call("callers", json!({"name": "round_money"}));
+    assert_eq!(r["isError"], false, "a stale index still answers: {r}");
+    let p = payload(&r);
+    assert_eq!(p["stale"]["files"], json!(["core/discount_report.py (new)"]), "{p}");
+    assert!(p["stale"]["note"].as_str().unwrap().contains("`index` tool"), "{p}");
+    assert!(!p["edges"].to_string().contains("discount_report"), "not indexed yet: {p}");
+
+    let r = c.call("index", json!({}));
+    assert_eq!(r["isError"], false, "{r}");
+    let p = payload(&r);
+    assert_eq!((p["mode"].as_str(), p["parsed"].as_u64()), (Some("incremental"), Some(1)), "{p}");
+
+    let r = c.call("callers", json!({"name": "round_money"}));
+    let p = payload(&r);
+    assert!(p.get("stale").is_none(), "{p}");
+    assert!(p["edges"].to_string().contains("core/discount_report.py:report"), "{p}");
+    let r = c.call("search_code", json!({"query": "discount report"}));
+    assert!(payload(&r)["hits"].to_string().contains("discount_report"), "{r}");
+}

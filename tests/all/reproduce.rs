@@ -70,6 +70,14 @@ fn fail_before_pass_after(bug: &str, expected_kind: &str, framework: &str) {
     ] {
         assert!(run_dir.join(a).exists(), "{bug}: {a} missing");
     }
+    // One run record for both modes: the key-free run.json reads as the pipeline's.
+    let record: reproagent::reproduce::RunRecord =
+        serde_json::from_slice(&std::fs::read(run_dir.join("run.json")).unwrap()).unwrap();
+    assert_eq!((record.mode.as_str(), record.model.model.as_str()), ("keyfree", "none"));
+    assert!(record.model_calls.is_empty() && record.cost_usd == Some(0.0));
+    let names: Vec<&str> = record.tool_calls.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["localize", "run_test"], "{bug}");
+    assert!(record.sandbox.starts_with("local"), "{bug}: {}", record.sandbox);
     let generation: serde_json::Value =
         serde_json::from_slice(&std::fs::read(run_dir.join("generation.json")).unwrap()).unwrap();
     assert_eq!(generation["reviews"].as_array().unwrap().len(), 3);
@@ -146,7 +154,8 @@ fn the_docker_sandbox_reproduces_too_and_write_puts_the_test_in_place() {
     let run: serde_json::Value =
         serde_json::from_slice(&std::fs::read(Path::new(&o.run_dir).join("run.json")).unwrap()).unwrap();
     assert!(run["sandbox"].as_str().unwrap().starts_with("docker"), "{run}");
-    assert_eq!(run["model"], "none");
+    assert_eq!(run["model"]["model"], "none");
+    assert!(run["sandbox"].as_str().unwrap().contains("disk quota"), "the sandbox line says the disk quota: {run}");
 }
 
 #[test]

@@ -280,6 +280,33 @@ async fn output_is_bounded(sb: &dyn Sandbox, _repo: &Path) {
     assert_eq!(out.stderr, "e".repeat(10));
 }
 
+/// A process that leaves the command's process group (`setsid`) and keeps its stdout
+/// open: the output read until then is kept, the run ends with the command, and (in the
+/// local sandbox, where the group kill cannot reach it) the escaped process is killed.
+async fn an_escaped_process_holding_the_output_loses_nothing(sb: &dyn Sandbox, _repo: &Path) {
+    // The parent waits until the child has left the group, or the group kill at its exit
+    // would take the child too.
+    let out = sh(
+        sb,
+        "t=${TMPDIR:-/tmp}/escaped.$$; echo before; setsid sh -c \"touch $t; exec sleep 60\" & echo pid=$!; \
+         while [ ! -e $t ]; do sleep 0.05; done; echo after; exit 3",
+    )
+    .await;
+    assert_eq!(out.exit_code, Some(3), "{out:?}");
+    assert!(!out.timed_out, "{out:?}");
+    assert!(out.stdout.contains("before") && out.stdout.contains("after"), "the output was lost: {out:?}");
+    if sb.kind() == SandboxKind::Local {
+        assert!(out.stderr.contains("held its output open"), "the output says why it stopped: {out:?}");
+        let pid = out.stdout.lines().find_map(|l| l.strip_prefix("pid=")).expect("pid").trim().to_string();
+        let gone = (0..40).any(|_| {
+            std::thread::sleep(Duration::from_millis(50));
+            !Path::new(&format!("/proc/{pid}")).exists()
+                || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
+        });
+        assert!(gone, "the escaped process {pid} outlived the command");
+    }
+}
+
 macro_rules! suite {
     ($($name:ident $(memory = $mem:expr)?),* $(,)?) => {
         mod local {
@@ -334,6 +361,7 @@ suite! {
     refuses_dangerous_commands,
     run_python_imports_the_repo,
     output_is_bounded,
+    an_escaped_process_holding_the_output_loses_nothing,
 }
 
 // ---- Docker only: cleanup on every exit path, clean, prepare, the auto choice ----
@@ -396,6 +424,59 @@ mod docker_lifecycle {
         });
         assert!(h.await.is_err());
         assert!(left(&s4).await.is_empty(), "left after a panic");
+    }
+
+    /// The container's writable layer gets a disk quota where the storage driver has one
+    /// (then writing past it fails); where it has none, the sandbox says so with the
+    /// engine's reason, in the reason `open` returns (printed and recorded in run.json).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_disk_quota_is_applied_or_its_absence_said() {
+        if skip_docker() {
+            return;
+        }
+        let _engine = ENGINE.read().await;
+        let repo = make_repo();
+        // Does this engine take a quota at all? Ask it directly.
+        let d = dk::connect().await.expect("docker");
+        let probe = bollard::models::ContainerCreateBody {
+            image: Some(IMAGE.into()),
+            cmd: Some(vec!["true".into()]),
+            host_config: Some(bollard::models::HostConfig {
+                storage_opt: Some([("size".to_string(), "1G".to_string())].into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let supported = match d.create_container(None::<bollard::query_parameters::CreateContainerOptions>, probe).await
+        {
+            Ok(c) => {
+                let _ = d
+                    .remove_container(
+                        &c.id,
+                        Some(bollard::query_parameters::RemoveContainerOptions { force: true, ..Default::default() }),
+                    )
+                    .await;
+                true
+            }
+            Err(_) => false,
+        };
+        let mut config = SandboxConfig::new(repo.path(), IMAGE);
+        config.limits.disk_bytes = 128 << 20;
+        let opened = reproagent::sandbox::open(reproagent::sandbox::Choice::Docker, config).await.expect("open");
+        if supported {
+            assert!(opened.reason.contains("disk quota 128 MiB"), "{}", opened.reason);
+            let out = sh(opened.sandbox.as_ref(), "dd if=/dev/zero of=/tmp/fill bs=1M count=256").await;
+            assert!(!out.success(), "256 MiB were written under a 128 MiB quota: {out:?}");
+        } else {
+            assert!(
+                opened.reason.contains("no disk quota: the storage driver does not support one (")
+                    && opened.reason.contains("storage-opt"),
+                "{}",
+                opened.reason
+            );
+            assert!(sh(opened.sandbox.as_ref(), "true").await.success(), "the sandbox still runs without a quota");
+        }
+        opened.sandbox.close().await.expect("close");
     }
 
     /// Ctrl-C on `reproagent sandbox exec`: the CLI removes its container before exiting.
@@ -538,8 +619,6 @@ mod docker_lifecycle {
     }
 }
 
-/// Ctrl-C on `reproagent sandbox exec --sandbox local`: the process group dies and the
-/// temporary copy is removed.
 /// A process that leaves the command's group (`setsid`) and keeps its stdout and stderr
 /// open: the run still returns, with the output read until the command ended, and says so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -565,6 +644,8 @@ async fn local_output_is_kept_when_an_escaped_process_holds_the_pipe() {
     sb.close().await.expect("close");
 }
 
+/// Ctrl-C on `reproagent sandbox exec --sandbox local`: the process group dies and the
+/// temporary copy is removed.
 #[test]
 fn local_interrupt_kills_the_group_and_removes_the_copy() {
     local_signal_kills_the_group_and_removes_the_copy(libc::SIGINT, 130);
@@ -606,94 +687,4 @@ fn local_signal_kills_the_group_and_removes_the_copy(sig: i32, want: i32) {
     }
     assert!(!alive(), "the sandboxed sleep {pid} survived signal {sig}");
     assert!(!wd.exists(), "the copy {} was left behind", wd.display());
-}
-
-/// An image of the host's static busybox alone (`docker import`, no registry): enough to
-/// open a Docker sandbox and run `sh` where the test image is not built.
-fn busybox_image() -> String {
-    const NAME: &str = "reproagent-busybox:test";
-    let have = std::process::Command::new("docker").args(["image", "inspect", NAME]).output().expect("docker");
-    if have.status.success() {
-        return NAME.into();
-    }
-    let bb = Path::new("/bin/busybox");
-    assert!(bb.is_file(), "needs a static /bin/busybox (Debian: apt-get install busybox-static)");
-    let root = tempfile::tempdir().expect("tempdir");
-    std::fs::create_dir_all(root.path().join("bin")).expect("mkdir");
-    std::fs::copy(bb, root.path().join("bin/busybox")).expect("copy");
-    for app in ["sh", "sleep", "cat", "echo", "mkdir", "rm", "ls", "kill", "grep", "true", "df", "dd", "tar"] {
-        std::os::unix::fs::symlink("busybox", root.path().join("bin").join(app)).expect("symlink");
-    }
-    let tar = root.path().join("rootfs.tar");
-    let ok = std::process::Command::new("tar")
-        .arg("-C")
-        .arg(root.path())
-        .args(["-cf"])
-        .arg(&tar)
-        .arg("bin")
-        .status()
-        .expect("tar");
-    assert!(ok.success());
-    let ok = std::process::Command::new("docker").arg("import").arg(&tar).arg(NAME).output().expect("docker import");
-    assert!(ok.status.success(), "docker import: {}", String::from_utf8_lossy(&ok.stderr));
-    NAME.into()
-}
-
-/// The disk quota: applied where the engine's storage driver has one (the container's
-/// `HostConfig.StorageOpt` holds the size), otherwise said (a note on stderr and the
-/// sandbox's `disk_quota`, which the run record carries) and the container runs without.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn docker_disk_quota_is_applied_where_the_driver_allows_it_and_said_where_not() {
-    if skip_docker() {
-        return;
-    }
-    let _engine = ENGINE.read().await;
-    let image = busybox_image();
-    let repo = make_repo();
-    let mut config = SandboxConfig::new(repo.path(), &image);
-    config.limits.disk_bytes = 1 << 30;
-    let sb = dk::DockerSandbox::open(config).await.expect("open");
-    let docker = dk::connect().await.expect("engine");
-    let info = docker.info().await.expect("info");
-    let driver = info.driver.clone().unwrap_or_default();
-    let backing = info
-        .driver_status
-        .unwrap_or_default()
-        .into_iter()
-        .find(|kv| kv.first().is_some_and(|k| k == "Backing Filesystem"))
-        .and_then(|kv| kv.get(1).cloned());
-    let inspect = docker
-        .inspect_container(sb.id(), None::<bollard::query_parameters::InspectContainerOptions>)
-        .await
-        .expect("inspect");
-    let storage_opt = inspect.host_config.and_then(|h| h.storage_opt).unwrap_or_default();
-    let quota = sb.disk_quota().expect("a Docker sandbox says what its disk quota is").to_string();
-    match dk::disk_quota_support(&driver, backing.as_deref()) {
-        Ok(()) if !quota.starts_with("not applied") => {
-            assert_eq!(storage_opt.get("size").map(String::as_str), Some("1073741824"), "{quota}");
-            assert!(quota.starts_with("1024 MiB"), "{quota}");
-        }
-        // overlay2 on xfs without pquota: the engine refused, and the sandbox says so.
-        Ok(()) => assert!(storage_opt.is_empty() && quota.contains("refused"), "{quota}"),
-        Err(why) => {
-            assert!(storage_opt.is_empty(), "{storage_opt:?}");
-            assert_eq!(quota, format!("not applied: {why}"));
-            assert!(quota.contains(&driver), "{quota} should name the driver {driver}");
-        }
-    }
-    // Either way the sandbox works.
-    let out = sb.exec(&ExecRequest::shell("echo ok").timeout(Duration::from_secs(30))).await.expect("exec");
-    assert_eq!(out.stdout.trim(), "ok", "{out:?}");
-    sb.close().await.expect("close");
-}
-
-#[test]
-fn disk_quota_support_follows_the_storage_driver() {
-    assert!(dk::disk_quota_support("btrfs", None).is_ok());
-    assert!(dk::disk_quota_support("zfs", None).is_ok());
-    assert!(dk::disk_quota_support("devicemapper", None).is_ok());
-    assert!(dk::disk_quota_support("overlay2", Some("xfs")).is_ok());
-    assert!(dk::disk_quota_support("overlay2", Some("extfs")).unwrap_err().contains("overlay2 on extfs"));
-    assert!(dk::disk_quota_support("fuse-overlayfs", None).unwrap_err().contains("fuse-overlayfs has no size quota"));
-    assert!(dk::disk_quota_support("vfs", None).is_err());
 }
