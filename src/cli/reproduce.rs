@@ -75,7 +75,7 @@ pub struct ReproduceArgs {
     /// endpoints without tool calling), or `auto` (native, switching to text when the
     /// endpoint refuses tools or answers a tool call in text).
     #[arg(long, value_enum, default_value = "auto")]
-    pub tool_protocol: ToolProtocol,
+    pub tool_protocol: ProtocolArg,
     #[arg(long)]
     pub json: bool,
 }
@@ -157,7 +157,7 @@ fn run_request(args: &ReproduceArgs) -> anyhow::Result<i32> {
             json_mode: !args.no_json_mode,
             probe: !args.no_probe,
             limits: Limits { max_calls: args.max_calls, max_cost_usd: args.max_cost },
-            tool_protocol: args.tool_protocol,
+            tool_protocol: args.tool_protocol.into(),
         };
         let outcome =
             pipeline::run_with(&req, model.as_ref(), &opts).map_err(|e| super::with_hint(e.to_string(), e.hint()))?;
@@ -220,4 +220,22 @@ fn show(args: &ReproduceArgs, outcome: &Outcome) -> anyhow::Result<i32> {
         Status::Error => 1,
         Status::Budget => 3,
     })
+}
+
+/// `--tool-protocol`: clap's side of [`ToolProtocol`] (only `cli` knows clap).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProtocolArg {
+    Auto,
+    Native,
+    Text,
+}
+
+impl From<ProtocolArg> for ToolProtocol {
+    fn from(p: ProtocolArg) -> Self {
+        match p {
+            ProtocolArg::Auto => ToolProtocol::Auto,
+            ProtocolArg::Native => ToolProtocol::Native,
+            ProtocolArg::Text => ToolProtocol::Text,
+        }
+    }
 }

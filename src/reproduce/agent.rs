@@ -63,7 +63,7 @@ pub struct ToolCallRecord {
 }
 
 /// How tools are offered to the model.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ToolProtocol {
     /// Native tool calls, switching to `text` for the rest of the run when the endpoint
