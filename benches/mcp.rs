@@ -1,0 +1,206 @@
+//! What an agent gets, timed (issue 12): on the Django corpus of the index benchmark
+//! (`benches/fetch.sh`, or REPROAGENT_BENCH_CORPUS), each tool called 100 times with fixed
+//! arguments, twice: in process through `Registry::call` (the tool layer alone), and
+//! through a real MCP session with `reproagent serve` (JSON-RPC over stdio, the time a
+//! client waits). p50 and p99 per tool, and the largest answer in characters.
+//!
+//! `cargo bench --bench mcp` (a release build). Prints Markdown tables.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test or a benchmark stops at the first surprise
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use reproagent::index::{self, Options};
+use reproagent::store;
+use reproagent::tools::{self, ToolContext};
+use serde_json::{json, Value};
+
+fn corpus() -> Option<PathBuf> {
+    if let Ok(p) = std::env::var("REPROAGENT_BENCH_CORPUS") {
+        return Some(PathBuf::from(p));
+    }
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/data/django");
+    data.join("django").is_dir().then_some(data)
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let t = e.file_type().unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_name() == ".reproagent" {
+            continue;
+        }
+        if t.is_dir() {
+            std::fs::create_dir_all(&dest).unwrap();
+            copy_tree(&e.path(), &dest);
+        } else if t.is_file() {
+            std::fs::copy(e.path(), &dest).unwrap();
+        }
+    }
+}
+
+fn percentile(v: &mut [Duration], p: f64) -> f64 {
+    v.sort();
+    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
+    v[i].as_secs_f64() * 1000.0
+}
+
+fn strings(store: &store::Store, q: &str) -> Vec<Vec<String>> {
+    store
+        .query(q, BTreeMap::new())
+        .unwrap()
+        .rows
+        .iter()
+        .map(|r| r.iter().map(|v| v.get_str().map(str::to_string).unwrap_or_else(|| format!("{v:?}"))).collect())
+        .collect()
+}
+
+/// Every `n`-th of `v`, `k` of them: the same sample every run.
+fn sample(v: &[String], k: usize) -> Vec<String> {
+    let stride = (v.len() / k).max(1);
+    v.iter().step_by(stride).take(k).cloned().collect()
+}
+
+/// The calls: (tool, arguments), 100 per tool.
+fn workload(store: &store::Store) -> Vec<(&'static str, Vec<Value>)> {
+    let col = |q: &str| -> Vec<String> { strings(store, q).into_iter().map(|r| r[0].clone()).collect() };
+    let called = col("?[callee] := *calls{callee, confidence}, confidence >= 0.5 :order callee");
+    let mut called = called;
+    called.dedup();
+    let ids = sample(&called, 100);
+    let names: Vec<String> = ids.iter().map(|id| id.rsplit(['.', ':']).next().unwrap().to_string()).collect();
+    let classes = sample(&col("?[id] := *entity{id, kind}, kind == 'class' :order id"), 100);
+    let files = sample(&col("?[path] := *file{path, lang}, lang == 'python' :order path"), 100);
+    let docs: Vec<String> = sample(&col("?[doc] := *entity{id, doc}, doc != '' :order id"), 100)
+        .into_iter()
+        .map(|d| d.split_whitespace().take(4).collect::<Vec<_>>().join(" "))
+        .collect();
+    let map = |v: &[String], f: &dyn Fn(&String) -> Value| v.iter().map(f).collect::<Vec<_>>();
+    vec![
+        ("find_entity", map(&ids, &|id| json!({"name": id}))),
+        ("find_entity (name)", map(&names, &|n| json!({"name": n}))),
+        ("read_entity", map(&ids, &|id| json!({"name": id}))),
+        ("callers", map(&ids, &|id| json!({"name": id}))),
+        ("callees", map(&ids, &|id| json!({"name": id}))),
+        ("class_structure", map(&classes, &|id| json!({"name": id}))),
+        ("imports", map(&files, &|p| json!({"path": p}))),
+        ("tests_for", map(&ids, &|id| json!({"name": id}))),
+        ("search_code", map(&docs, &|q| json!({"query": q}))),
+        ("grep", map(&names, &|n| json!({"pattern": format!("def {n}\\b")}))),
+        ("read_file", map(&files, &|p| json!({"path": p}))),
+    ]
+}
+
+fn tool_name(label: &str) -> &str {
+    label.split(' ').next().unwrap()
+}
+
+struct Row {
+    label: &'static str,
+    lat: Vec<Duration>,
+    max_chars: usize,
+    errors: usize,
+}
+
+fn print(title: &str, rows: &mut [Row]) {
+    println!("\n{title}\n");
+    println!("| tool | calls | p50 ms | p99 ms | largest answer (chars) | errors |");
+    println!("|---|---|---|---|---|---|");
+    for r in rows.iter_mut() {
+        let n = r.lat.len();
+        println!(
+            "| {} | {n} | {:.2} | {:.2} | {} | {} |",
+            r.label,
+            percentile(&mut r.lat, 0.5),
+            percentile(&mut r.lat, 0.99),
+            r.max_chars,
+            r.errors
+        );
+    }
+}
+
+fn main() {
+    let Some(src) = corpus() else {
+        eprintln!("no corpus: run `bash benches/fetch.sh` (Django from PyPI) or set REPROAGENT_BENCH_CORPUS");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    copy_tree(&src, &root);
+    let s = index::run(&Options::new(&root)).unwrap();
+    println!("# MCP and tool latency: {} ({} files, {} entities)", src.display(), s.files, s.entities);
+    let store = store::open(&store::db_path(&root)).unwrap();
+    let work = workload(&store);
+    drop(store);
+
+    // In process: the tool layer alone (what the agent loop calls).
+    let reg = tools::for_server(false);
+    let ctx = ToolContext::new(&root).unwrap();
+    let _ = reg.call(&ctx, "ls", json!({}));
+    let mut rows = Vec::new();
+    for (label, calls) in &work {
+        let mut row = Row { label, lat: Vec::new(), max_chars: 0, errors: 0 };
+        for args in calls {
+            let t = Instant::now();
+            let out = reg.call(&ctx, tool_name(label), args.clone());
+            row.lat.push(t.elapsed());
+            row.max_chars = row.max_chars.max(out.value.to_string().chars().count());
+            row.errors += usize::from(out.is_error);
+        }
+        rows.push(row);
+    }
+    print("## In process (`Registry::call`)", &mut rows);
+
+    // A real MCP session: the binary, JSON-RPC over its stdin and stdout.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_reproagent"))
+        .args(["serve", "-C"])
+        .arg(&root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut id = 0;
+    let mut request = |method: &str, params: Value| -> Value {
+        id += 1;
+        writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).unwrap();
+        stdin.flush().unwrap();
+        loop {
+            let v: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+            if v["id"] == json!(id) {
+                return v;
+            }
+        }
+    };
+    request(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}),
+    );
+    let mut rows = Vec::new();
+    for (label, calls) in &work {
+        let mut row = Row { label, lat: Vec::new(), max_chars: 0, errors: 0 };
+        for args in calls {
+            let t = Instant::now();
+            let r = request("tools/call", json!({"name": tool_name(label), "arguments": args}));
+            row.lat.push(t.elapsed());
+            let content = &r["result"]["content"];
+            let chars: usize = content
+                .as_array()
+                .map(|a| a.iter().map(|c| c["text"].as_str().unwrap_or("").chars().count()).sum())
+                .unwrap_or(0);
+            row.max_chars = row.max_chars.max(chars);
+            row.errors += usize::from(r["result"]["isError"] == json!(true));
+        }
+        rows.push(row);
+    }
+    print("## Through an MCP session (`reproagent serve`, stdio; text content counted)", &mut rows);
+    drop(request);
+    let _ = child.kill();
+    let _ = child.wait();
+}
