@@ -298,6 +298,10 @@ pub fn walk_within(
             stop(&mut out, format!("stopped at depth {level} of {depth} after {} s", time.as_secs()));
             break;
         }
+        if crate::cancel::requested() {
+            stop(&mut out, format!("cancelled at depth {level} of {depth}"));
+            break;
+        }
         let ids = DataValue::List(frontier.iter().map(|i| DataValue::from(i.as_str())).collect());
         let bounds = crate::store::bounded::QueryBounds { timeout: left, ..Default::default() };
         let r = match store.query_bounded(script, params(&[("ids", ids), ("min", DataValue::from(min_conf))]), &bounds)
@@ -421,6 +425,10 @@ pub fn paths_bounded(
             }
             if on_chain {
                 continue;
+            }
+            if crate::cancel::requested() {
+                truncated.get_or_insert_with(|| format!("cancelled after {} partial chains", steps.len()));
+                break;
             }
             if steps.len() >= MAX_CHAIN_STEPS || started.elapsed() > WALK_TIME {
                 truncated.get_or_insert_with(|| {

@@ -96,7 +96,7 @@ pub(crate) fn to_result(out: ToolOutput) -> CallToolResult {
 
 /// A line on stderr (never stdout: that is the protocol's) when `RUST_LOG` asks for
 /// `info` or more of reproagent: each call's tool, time, size and whether it failed.
-fn log_call(name: &str, started: std::time::Instant, out: &ToolOutput) {
+fn log_call(name: &str, started: std::time::Instant, out: &ToolOutput, cancelled: bool) {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let on = *ON.get_or_init(|| {
         std::env::var("RUST_LOG").is_ok_and(|v| {
@@ -109,8 +109,13 @@ fn log_call(name: &str, started: std::time::Instant, out: &ToolOutput) {
     });
     if on {
         let chars = out.value.to_string().len();
-        let status = if out.is_error { "error" } else { "ok" };
-        eprintln!("reproagent serve: {name} {status} in {} ms, {chars} chars", started.elapsed().as_millis());
+        let status = match (cancelled, out.is_error) {
+            (true, _) => "cancelled",
+            (false, true) => "error",
+            (false, false) => "ok",
+        };
+        let note = out.value.get("note").and_then(Value::as_str).map(|n| format!(": {n}")).unwrap_or_default();
+        eprintln!("reproagent serve: {name} {status} in {} ms, {chars} chars{note}", started.elapsed().as_millis());
     }
 }
 
@@ -132,19 +137,31 @@ impl ServerHandler for Server {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
         let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
         let (registry, ctx) = (self.registry.clone(), self.ctx.clone());
         let started = std::time::Instant::now();
-        let tool = name.clone();
-        let out = tokio::task::spawn_blocking(move || registry.call(&ctx, &tool, args)).await;
+        // The client's `notifications/cancelled` sets the flag the tool's loops look at.
+        let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (set, ct) = (flag.clone(), context.ct.clone());
+        let watcher = tokio::spawn(async move {
+            ct.cancelled().await;
+            set.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        let out = tokio::task::spawn_blocking(move || {
+            let out = crate::cancel::with_flag(flag.clone(), || registry.call(&ctx, &name, args));
+            // Logged here: a cancelled request's handler may be gone by now.
+            log_call(&name, started, &out, flag.load(std::sync::atomic::Ordering::Relaxed));
+            out
+        })
+        .await;
+        watcher.abort();
         let out = match out {
             Ok(o) => o,
             Err(e) => ToolOutput::error(&crate::tools::ToolError::Other(format!("the tool failed: {e}"))),
         };
-        log_call(&name, started, &out);
         Ok(to_result(out).into())
     }
 }

@@ -344,6 +344,9 @@ impl TypedTool for Grep {
         let mut count = 0usize;
         let mut files_with_matches = 0usize;
         for e in walker(&start, false, None).filter_map(Result::ok) {
+            if crate::cancel::requested() {
+                break;
+            }
             let Some(file) = readable_file(ctx.root(), &e) else { continue };
             let rel = ctx.rel(&file);
             if let Some(g) = &glob {

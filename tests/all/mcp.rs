@@ -281,3 +281,79 @@ fn mcp_reports_stale_files_then_reindexes_through_the_server() {
     let r = c.call("search_code", json!({"query": "discount report"}));
     assert!(payload(&r)["hits"].to_string().contains("discount_report"), "{r}");
 }
+
+/// A client's `notifications/cancelled` stops the work: a call-chain search over a dense
+/// call graph, which runs for seconds to its own bounds, stops at once and the server's
+/// log (stderr, `RUST_LOG=info`) says it was cancelled. Nothing but JSON-RPC on stdout.
+#[test]
+fn a_cancelled_call_stops_its_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 300;
+    let mut src = String::new();
+    for i in 0..n {
+        src.push_str(&format!("def f{i}():\n"));
+        for j in 0..n {
+            if j != i {
+                src.push_str(&format!("    f{j}()\n"));
+            }
+        }
+    }
+    std::fs::write(dir.path().join("dense.py"), src).unwrap();
+    index_with(dir.path(), 2, true);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_reproagent"))
+        .args(["serve", "-C"])
+        .arg(dir.path())
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, log) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut c = Client { stdin: child.stdin.take(), lines: stdout_lines(&mut child), child, next_id: 1 };
+    initialize(&mut c);
+    // Uncancelled, the search runs to its bound of 100,000 partial chains or 10 s.
+    let id = c.next_id;
+    c.next_id += 1;
+    c.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "call_chain", "arguments": {"from": "dense.py:f0", "to": "dense.py:f1", "max_depth": 8, "limit": 50}}}));
+    // Cancel (again every 20 ms, in case the request was not dispatched yet) until the
+    // call's log line comes.
+    let started = std::time::Instant::now();
+    let line = loop {
+        c.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id, "reason": "test"}}));
+        match log.recv_timeout(Duration::from_millis(20)) {
+            Ok(l) if l.contains("call_chain") => break l,
+            _ => assert!(started.elapsed() < Duration::from_secs(60), "the server never logged the call"),
+        }
+    };
+    // The search saw the flag and stopped short of its bound (its own note says so).
+    let note = line.split_once(" chars: ").map(|(_, n)| n).unwrap_or("");
+    assert!(line.contains("call_chain cancelled in") && note.contains("cancelled"), "{line}");
+    // The server still serves, and its stdout carried nothing but JSON-RPC.
+    let r = c.call("ls", json!({}));
+    assert_eq!(r["isError"], false, "{r}");
+}
+
+fn stdout_lines(child: &mut Child) -> Receiver<String> {
+    let stdout = child.stdout.take().unwrap();
+    let (tx, lines) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    lines
+}
