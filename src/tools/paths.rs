@@ -175,15 +175,14 @@ impl Freshness {
                 return self.compare(root, store, &files);
             }
         }
-        let files = match self.stored.take() {
+        match self.stored.take() {
             Some((st, files)) => {
                 let r = self.compare(root, store, &files);
                 self.stored = Some((st, files));
                 r
             }
             None => Ok(None),
-        };
-        files
+        }
     }
 
     fn compare(
