@@ -4,7 +4,7 @@ Usage: oracle.py ROOT EDGES.json SITES.json ENTITIES.json INHERITS.json [--sampl
 
 ROOT is an indexed source tree; the JSON files are `reproagent query --json` dumps (see
 run.sh). For a sample of each edge class (`how`), the call site's name on the caller's
-line is looked up with jedi `infer` (then `goto`); the edge is right when jedi lands on
+line is looked up with jedi `goto` (then `infer` when goto lands on a variable); the edge is right when jedi lands on
 the callee (a class call may land on the class or its `__init__`; an instance's call on
 its `__call__`), wrong when jedi lands elsewhere, and unknown when jedi finds nothing.
 Recall: a sample of call sites that jedi resolves into the project, and the share that
@@ -117,9 +117,11 @@ def main():
         any_answer = False
         for c in cols[:3]:
             try:
-                got = s.infer(line, c)
+                # goto names the definition (decorators do not change it); a name bound by
+                # assignment or a parameter is followed by infer.
+                got = [g for g in s.goto(line, c, follow_imports=True) if g.type in ("function", "class")]
                 if not got:
-                    got = [g for g in s.goto(line, c, follow_imports=True) if g.type in ("function", "class")]
+                    got = s.infer(line, c)
             except Exception:
                 continue
             t, outside = project_entities(got)

@@ -128,6 +128,9 @@ pub fn run(args: GraphArgs) -> anyhow::Result<()> {
         }
         GraphQuery::Callers(w) => {
             let id = graph::resolve_entity(&store, &w.entity).map_err(fail)?;
+            if let Some(note) = graph::unattributed_note(&store, &id).map_err(fail)? {
+                eprintln!("note: {note}");
+            }
             print_walk(graph::walk(&store, &id, w.depth, w.min_confidence, true).map_err(fail)?, json)
         }
         GraphQuery::Callees(w) => {

@@ -225,12 +225,20 @@ fn walk(ctx: &ToolContext, a: WalkArgs, up: bool) -> Result<WalkOutput, ToolErro
             None => cut,
         });
     }
+    if up {
+        if let Some(note) = g::unattributed_note(&store, &id)? {
+            page.note = Some(match page.note {
+                Some(n) => format!("{n}; {note}"),
+                None => note,
+            });
+        }
+    }
     Ok(WalkOutput { entity: id, depth, edges, page })
 }
 
 impl TypedTool for Callers {
     const NAME: &'static str = "callers";
-    const DESCRIPTION: &'static str = "Who calls an entity, transitively up to `depth` calls (at most 5): call edges with line, how each was resolved (local, import, self, inherited, or a bare-name guess) and its confidence. Bounded: 100 edges by default, with offset for more; a walk stops at 5,000 edges or 10 s and says so (truncated, note).";
+    const DESCRIPTION: &'static str = "Who calls an entity, transitively up to `depth` calls (at most 5): call edges with line, how each was resolved (local, import, self, inherited, type, or a bare-name guess) and its confidence; says how many call sites of the name got no edge. Bounded: 100 edges by default, with offset for more; a walk stops at 5,000 edges or 10 s and says so (truncated, note).";
     type Args = WalkArgs;
     type Output = WalkOutput;
 
