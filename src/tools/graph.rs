@@ -202,7 +202,7 @@ fn hundred() -> usize {
 pub struct WalkOutput {
     pub entity: String,
     pub depth: usize,
-    /// Each edge with `how` it was resolved (local, import, self, inherited, name) and its
+    /// Each edge with `how` it was resolved (local, import, self, inherited, type, name) and its
     /// confidence, nearest first.
     pub edges: Vec<Edge>,
     #[serde(flatten)]
