@@ -584,7 +584,16 @@ fn call_types(w: &World, scope: ERef, callee: &str, depth: u32) -> Vec<ERef> {
     };
     let call = Call { owner: scope.1, line: u32::MAX, name, receiver, args: 0, new: false };
     let mut out = Vec::new();
-    for h in resolve_call_d(w, scope.0, &call, depth + 1) {
+    // Guessed callees say nothing sure about the value.
+    let hits: Vec<Hit> =
+        resolve_call_d(w, scope.0, &call, depth + 1).into_iter().filter(|h| h.how != How::Name).collect();
+    if hits.is_empty() && !call.receiver.is_empty() {
+        // `self.client_class()`: an attribute that holds a class (`client_class = Client`).
+        for c in path_types(w, scope, &call.receiver, u32::MAX, depth + 1) {
+            out.extend(attr_classes(w, c, &call.name));
+        }
+    }
+    for h in hits {
         let e = w.entity(h.target);
         if e.kind.is_type() {
             out.push(h.target);
@@ -597,6 +606,26 @@ fn call_types(w: &World, scope: ERef, callee: &str, depth: u32) -> Vec<ERef> {
     out.sort();
     out.dedup();
     out
+}
+
+/// The classes a class attribute names (`client_class = Client` in the class body), on
+/// the nearest class of the ancestors that binds it.
+fn attr_classes(w: &World, class: ERef, attr: &str) -> Vec<ERef> {
+    for c in std::iter::once(class).chain(w.ancestors(class)) {
+        let tys = var_tys(w, c, attr);
+        if tys.is_empty() {
+            continue;
+        }
+        return tys
+            .iter()
+            .filter_map(|t| t.strip_prefix("A:"))
+            .filter_map(|p| match resolve_path(w, c, p) {
+                Some(Binding::Entity(r, _)) if w.entity(r).kind.is_type() => Some(r),
+                _ => None,
+            })
+            .collect();
+    }
+    Vec::new()
 }
 
 /// The classes the instance an attribute of a class holds is an instance of: the class

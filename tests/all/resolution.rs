@@ -200,3 +200,24 @@ fn callers_count_the_call_sites_left_without_an_edge() {
     let all = edges(r.path());
     assert!(all.contains("orm/views.py:view orm/query.py:QuerySet.filter 7 type"), "{all:#?}");
 }
+
+#[test]
+fn attributes_holding_classes_and_inherited_bindings_are_followed() {
+    let r = repo(&[
+        ("web/__init__.py", ""),
+        (
+            "web/client.py",
+            "class Client:\n    def get(self, path):\n        return path\n\n\n\
+             class TestCase:\n    client_class = Client\n\n    def setUp(self):\n        self.client = self.client_class()\n",
+        ),
+        (
+            "tests/test_views.py",
+            "from web.client import TestCase\n\n\n\
+             class ViewTests(TestCase):\n    def test_index(self):\n        return self.client.get('/')\n",
+        ),
+    ]);
+    let all = edges(r.path());
+    // `get` is a method builtin types have: found only because the receiver's class is known
+    // (`self.client` bound in the base class's setUp from a class attribute).
+    assert!(all.contains("tests/test_views.py:ViewTests.test_index web/client.py:Client.get 6 type"), "{all:#?}");
+}
