@@ -119,9 +119,13 @@ def main():
             try:
                 # goto names the definition (decorators do not change it); a name bound by
                 # assignment or a parameter is followed by infer.
+                # goto may land in a stub (jedi ships django-stubs) where infer finds the
+                # source: goto when it lands in the project, else infer, else goto.
                 got = [g for g in s.goto(line, c, follow_imports=True) if g.type in ("function", "class")]
-                if not got:
-                    got = s.infer(line, c)
+                inside = [g for g in got if g.module_path and str(g.module_path).startswith(root + os.sep)]
+                if not inside:
+                    inferred = s.infer(line, c)
+                    got = inferred or got
             except Exception:
                 continue
             t, outside = project_entities(got)
