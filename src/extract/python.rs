@@ -109,9 +109,10 @@ fn name_and_alias(n: Node, src: &str) -> (String, String) {
 
 /// A name a scope binds, with what it is known to hold: `T:<type>` (an annotation),
 /// `C:<callee>` (the result of calling `callee`, a name or dotted path as written),
-/// `A:<path>` (another name or attribute: an alias such as `qn = self.quote_name`), or
-/// empty (bound, nothing known). A function's return annotation (and docstring
-/// `:rtype:`) binds `->`; `self.x = ...` in a method binds `self.x`. The node is the
+/// `A:<path>` (another name or attribute: an alias such as `qn = self.quote_name`), `I:`
+/// (an import inside a function: resolved as imports are), or empty (bound, nothing
+/// known). A function's return annotation (and docstring
+/// `:rtype:`) binds `->`; `self.x = ...` (or `cls.x = ...`) in a method binds `self.x`. The node is the
 /// binding's position (its owner is the entity around it).
 pub(crate) type RawBinding<'t> = (Node<'t>, String, String);
 
@@ -177,7 +178,7 @@ pub(crate) fn bindings<'t>(root: Node<'t>, src: &str, out: &mut Vec<RawBinding<'
                 imports(n, src, &mut imps);
                 for i in imps {
                     if let Some(name) = i.local_name() {
-                        out.push((n, name.to_string(), String::new()));
+                        out.push((n, name.to_string(), "I:".into()));
                     }
                 }
             }
@@ -231,7 +232,8 @@ fn targets<'t>(t: Node<'t>, src: &str, value: &str, out: &mut Vec<RawBinding<'t>
             let obj = t.child_by_field_name("object");
             let attr = t.child_by_field_name("attribute");
             if let (Some(o), Some(a)) = (obj, attr) {
-                if o.kind() == "identifier" && text(o, src) == "self" {
+                // `cls.x = ...` in a classmethod binds the same attribute.
+                if o.kind() == "identifier" && matches!(text(o, src), "self" | "cls") {
                     out.push((t, format!("self.{}", text(a, src)), value.to_string()));
                 }
             }

@@ -174,6 +174,10 @@ fn lookup_at(w: &World, scope: ERef, name: &str, line: u32) -> Option<Binding> {
                 return Some(Binding::Entity(d, How::Local));
             }
             if let Some(v) = w.py_vars.get(&(r, name)) {
+                // A function's own import: as the file's imports resolve it.
+                if var_tys(w, r, name).contains(&"I:") {
+                    return binding_from_imports(w, scope.0, name, MAX_HOPS).or(Some(Binding::Var(r, v[0])));
+                }
                 return Some(Binding::Var(r, v[0]));
             }
         }
@@ -525,6 +529,37 @@ const BUILTIN_METHODS: &[&str] = &[
 /// How deep type tracking follows bindings into bindings (`a = b`, `b = f()`, ...).
 const MAX_TYPE_DEPTH: u32 = 6;
 
+/// The bare-name fallback for Python: the candidates that may be guessed ([`guessable`]),
+/// an override folded into the method it overrides (a candidate whose class inherits from
+/// another candidate's class is left out); an edge only when one candidate is left (two or
+/// more are at best one right and the rest wrong).
+fn fallback(w: &World, fi: u32, name: &str, methods: bool) -> Vec<Hit> {
+    let table = if methods { &w.methods_by_name } else { &w.free_by_name };
+    let Some(all) = table.get(&(Lang::Python, name)) else { return Vec::new() };
+    let cands: Vec<ERef> = all.iter().copied().filter(|&r| guessable(w, fi, r)).collect();
+    if cands.is_empty() || cands.len() > 64 {
+        return Vec::new();
+    }
+    let class_of = |r: ERef| w.entity(r).parent.map(|p| (r.0, p));
+    let classes: Vec<Option<ERef>> = cands.iter().map(|&r| class_of(r)).collect();
+    let roots: Vec<ERef> = cands
+        .iter()
+        .zip(&classes)
+        .filter(|(_, c)| match c {
+            Some(c) if methods => {
+                let up = w.ancestors(*c);
+                !classes.iter().flatten().any(|o| o != c && up.contains(o))
+            }
+            _ => true,
+        })
+        .map(|(&r, _)| r)
+        .collect();
+    if roots.len() != 1 {
+        return Vec::new();
+    }
+    vec![Hit { target: roots[0], how: How::Name }]
+}
+
 /// A fallback target a call from file `fi` may be guessed to: not a test file's from
 /// library code, and not nested in a function (nothing outside it can reach it).
 fn guessable(w: &World, fi: u32, target: ERef) -> bool {
@@ -668,26 +703,27 @@ fn path_types(w: &World, scope: ERef, path: &str, line: u32, depth: u32) -> Vec<
         return Vec::new();
     }
     // The longest prefix that names an instance, then attributes of it.
-    let (mut cur, rest): (Vec<ERef>, &[&str]) = if segs[0] == "self" && !bound_here(w, scope, "self") {
-        (w.enclosing_type(scope).into_iter().collect(), &segs[1..])
-    } else {
-        let mut found = None;
-        for n in (1..=segs.len()).rev() {
-            if let Some(Binding::Var(s, vi)) = resolve_path_at(w, scope, &segs[..n].join("."), line) {
-                let name = &w.file(s.0).vars[vi as usize].name;
-                let mut out = Vec::new();
-                for t in var_tys(w, s, name) {
-                    out.extend(value_types(w, s, t, depth + 1));
+    let (mut cur, rest): (Vec<ERef>, &[&str]) =
+        if (segs[0] == "self" || segs[0] == "cls") && !bound_here(w, scope, segs[0]) {
+            (w.enclosing_type(scope).into_iter().collect(), &segs[1..])
+        } else {
+            let mut found = None;
+            for n in (1..=segs.len()).rev() {
+                if let Some(Binding::Var(s, vi)) = resolve_path_at(w, scope, &segs[..n].join("."), line) {
+                    let name = &w.file(s.0).vars[vi as usize].name;
+                    let mut out = Vec::new();
+                    for t in var_tys(w, s, name) {
+                        out.extend(value_types(w, s, t, depth + 1));
+                    }
+                    found = Some((out, &segs[n..]));
+                    break;
                 }
-                found = Some((out, &segs[n..]));
-                break;
             }
-        }
-        match found {
-            Some(f) => f,
-            None => return Vec::new(),
-        }
-    };
+            match found {
+                Some(f) => f,
+                None => return Vec::new(),
+            }
+        };
     for attr in rest {
         let mut next = Vec::new();
         for c in cur {
@@ -755,13 +791,12 @@ fn resolve_call_d(w: &World, fi: u32, call: &Call, depth: u32) -> Vec<Hit> {
     }
     let owner = (fi, call.owner);
     let name = call.name.as_str();
-    let keep = |r: ERef| guessable(w, fi, r);
     // A method name builtin types also have is not guessed on an unknown receiver.
     let methods_fallback = || {
         if BUILTIN_METHODS.contains(&name) {
             Vec::new()
         } else {
-            w.fallback(Lang::Python, name, true, &keep)
+            fallback(w, fi, name, true)
         }
     };
     match call.receiver.as_str() {
@@ -792,7 +827,7 @@ fn resolve_call_d(w: &World, fi: u32, call: &Call, depth: u32) -> Vec<Hit> {
                     if BUILTINS.contains(&name) || w.file(fi).imports.iter().any(|i| i.local_name() == Some(name)) {
                         return Vec::new();
                     }
-                    w.fallback(Lang::Python, name, false, &keep)
+                    fallback(w, fi, name, false)
                 }
             }
         }
@@ -826,6 +861,8 @@ fn resolve_call_d(w: &World, fi: u32, call: &Call, depth: u32) -> Vec<Hit> {
                             vec![Hit { target: r, how: How::Import }]
                         }
                     }
+                    // `mod.instance()`: its class's `__call__`, or what an alias names.
+                    Some(Binding::Var(s, vi)) => call_var(w, s.0, s, &w.file(s.0).vars[vi as usize].name, depth),
                     _ => Vec::new(),
                 },
                 Some(Binding::Entity(r, how)) if w.entity(r).kind.is_type() => {
