@@ -238,11 +238,26 @@ pub fn affected(old: &World, new: &World, changed: &BTreeSet<&str>) -> (Vec<u32>
     // are looked up through it.
     let mut inheriting: BTreeSet<&str> = BTreeSet::new();
     if !redefined.is_empty() {
+        let mut inheriting_types: HashSet<&str> = HashSet::new();
         for w in [old, new] {
             for &ty in w.bases.keys() {
                 if w.ancestors(ty).iter().any(|&a| redefined.contains(w.entity(a).id.as_str())) {
                     inheriting.insert(w.file(ty.0).path.as_str());
                     names.insert(w.entity(ty).name.as_str());
+                    inheriting_types.insert(w.entity(ty).id.as_str());
+                }
+            }
+        }
+        // Python's fallback folds an override into the method it overrides: which
+        // candidates fold depends on the bases, so the member names of those types change.
+        for w in [old, new] {
+            for f in &w.files {
+                for e in &f.entities {
+                    let Some(p) = e.parent else { continue };
+                    let pid = f.entities[p as usize].id.as_str();
+                    if redefined.contains(pid) || inheriting_types.contains(pid) {
+                        names.insert(e.name.as_str());
+                    }
                 }
             }
         }
