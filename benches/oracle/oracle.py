@@ -4,9 +4,12 @@ Usage: oracle.py ROOT EDGES.json SITES.json ENTITIES.json INHERITS.json [--sampl
 
 ROOT is an indexed source tree; the JSON files are `reproagent query --json` dumps (see
 run.sh). For a sample of each edge class (`how`), the call site's name on the caller's
-line is looked up with jedi `goto` (then `infer` when goto lands on a variable); the edge is right when jedi lands on
-the callee (a class call may land on the class or its `__init__`; an instance's call on
-its `__call__`), wrong when jedi lands elsewhere, and unknown when jedi finds nothing.
+line is looked up with jedi `goto` (`infer` when goto does not land in the project: on a
+variable, or in the django-stubs jedi ships). The edge is right when jedi lands on the
+callee (a class call may land on the class or its `__init__`; an instance's call on its
+`__call__`; a stub on the project's entity of the same qualified name), wrong when jedi
+lands elsewhere (another entity, the standard library), and unknown when jedi finds
+nothing or only a stub with no such entity.
 Recall: a sample of call sites that jedi resolves into the project, and the share that
 have an edge of confidence >= 0.5 to jedi's target. Prints one JSON object.
 """
@@ -47,6 +50,19 @@ def main():
     rng = random.Random(opts["--seed"])
 
     ent = {e["id"]: e for e in ents}
+    # qualified name -> entity ids, for jedi landings in its bundled stubs (django-stubs):
+    # a stub of `django.db.models.query.QuerySet.annotate` stands for the project's.
+    by_qname = defaultdict(list)
+    for e in ents:
+        if ":" not in e["id"]:
+            continue
+        path, chain = e["id"].split(":", 1)
+        mod = path[:-3] if path.endswith(".py") else path
+        mod = mod[: -len("/__init__")] if mod.endswith("/__init__") else mod
+        mod = mod.replace("/", ".")
+        chain = chain.split("#")[0]
+        for m in {mod, mod[4:] if mod.startswith(("src.", "lib.")) else mod}:
+            by_qname[m + "." + chain].append(e["id"])
     bases = defaultdict(list)
     for r in load(inh_p):
         if r["base"]:
@@ -94,7 +110,12 @@ def main():
                 continue
             mp = str(mp)
             if not mp.startswith(root + os.sep):
-                outside = True
+                if mp.endswith(".pyi"):
+                    # a stub: the project's entity of that qualified name, else unknown
+                    for i in by_qname.get(n.full_name or "", []):
+                        out.add(("inst:" if n.type == "instance" else "") + i)
+                else:
+                    outside = True
                 continue
             rel = os.path.relpath(mp, root)
             found = [e for e in by_pos.get((rel, n.line), []) if e["name"] == n.name]

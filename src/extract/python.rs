@@ -147,6 +147,12 @@ pub(crate) fn bindings<'t>(root: Node<'t>, src: &str, out: &mut Vec<RawBinding<'
                     targets(l, src, &value, out);
                 }
             }
+            // `return Cls(...)`, `return self.make()`: a return type when none is declared.
+            "return_statement" if in_def => {
+                if let Some(v) = n.named_child(0).map(|r| value_of(r, src)).filter(|v| v.starts_with("C:")) {
+                    out.push((n, "->".into(), v));
+                }
+            }
             "augmented_assignment" => {
                 if let Some(l) = n.child_by_field_name("left") {
                     targets(l, src, "", out);
@@ -267,6 +273,8 @@ fn value_of(r: Node, src: &str) -> String {
         },
         "identifier" | "attribute" if is_path(r) => format!("A:{}", compact(r, src)),
         "parenthesized_expression" => r.named_child(0).map(|x| value_of(x, src)).unwrap_or_default(),
+        // `a or Cls()`: the fallback's value is the one known.
+        "boolean_operator" => r.child_by_field_name("right").map(|x| value_of(x, src)).unwrap_or_default(),
         _ => String::new(),
     }
 }

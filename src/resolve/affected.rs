@@ -15,10 +15,11 @@
 //!
 //! Python bindings (`extract::Var`) other files can see are definitions too: module-level
 //! and class-body assignments, `self.x = ...` (under `x`) and return types (under the
-//! function's name); a function's local bindings are not.
+//! function's name: annotations, and the calls `return` statements return); a function's
+//! local bindings are not.
 //!
-//! An edit inside a function body changes no definition: only the edited file is
-//! resolved again. The test "incremental equals full" checks the rule on every relation.
+//! An edit inside a function body that changes no such binding changes no definition: only
+//! the edited file is resolved again. The test "incremental equals full" checks the rule on every relation.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 

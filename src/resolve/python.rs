@@ -527,7 +527,7 @@ const BUILTIN_METHODS: &[&str] = &[
 ];
 
 /// How deep type tracking follows bindings into bindings (`a = b`, `b = f()`, ...).
-const MAX_TYPE_DEPTH: u32 = 6;
+const MAX_TYPE_DEPTH: u32 = 12;
 
 /// The bare-name fallback for Python: the candidates that may be guessed ([`guessable`]),
 /// an override folded into the method it overrides (a candidate whose class inherits from
@@ -697,6 +697,22 @@ fn path_types(w: &World, scope: ERef, path: &str, line: u32, depth: u32) -> Vec<
     }
     if let Some(callee) = path.strip_suffix("()") {
         return call_types(w, scope, callee, depth + 1);
+    }
+    // `Cls(args)` as written: the call of the path before the parenthesis that closes last.
+    if let Some(open) = path.find('(').filter(|_| path.ends_with(')')) {
+        let mut level = 0i32;
+        let closes_at_end = path[open..].char_indices().all(|(i, c)| {
+            level += match c {
+                '(' => 1,
+                ')' => -1,
+                _ => 0,
+            };
+            level > 0 || i == path.len() - open - 1
+        });
+        if closes_at_end {
+            return call_types(w, scope, &path[..open], depth + 1);
+        }
+        return Vec::new();
     }
     let segs: Vec<&str> = path.split('.').collect();
     if segs.iter().any(|s| s.is_empty() || !s.chars().all(|c| c.is_alphanumeric() || c == '_')) {
