@@ -160,7 +160,7 @@ pub(super) fn import_target(w: &World, fi: u32, imp: &Import) -> Option<String> 
 fn lookup_at(w: &World, scope: ERef, name: &str, line: u32) -> Option<Binding> {
     let before = |i: u32, found: Vec<ERef>| -> Option<ERef> {
         if i == scope.1 {
-            found.into_iter().filter(|&r| w.entity(r).start_line <= line).next_back()
+            found.into_iter().rfind(|&r| w.entity(r).start_line <= line)
         } else {
             found.last().copied()
         }
