@@ -171,7 +171,14 @@ pub(crate) fn bindings<'t>(root: Node<'t>, src: &str, out: &mut Vec<RawBinding<'
             }
             "as_pattern" => {
                 if let Some(a) = n.child_by_field_name("alias") {
-                    targets(a, src, "", out);
+                    // `with Cls(...) as x`: x is taken to be the instance (`__enter__`
+                    // returning self, as sessions, files and locks do).
+                    let in_with = n.parent().is_some_and(|p| p.kind() == "with_item");
+                    let v = match n.named_child(0) {
+                        Some(e) if in_with && e.kind() == "call" => value_of(e, src),
+                        _ => String::new(),
+                    };
+                    targets(a, src, &v, out);
                 }
             }
             "except_clause" => {

@@ -225,16 +225,16 @@ fn attributes_holding_classes_and_inherited_bindings_are_followed() {
 }
 
 #[test]
-fn return_statements_fallback_values_and_call_receivers_give_types() {
+fn return_statements_fallback_values_with_targets_and_call_receivers_give_types() {
     let r = repo(&[(
         "pages.py",
         "class Page:\n    def has_other_pages(self):\n        return True\n\n\n\
          class Paginator:\n    def page(self, n):\n        return self._get_page(n)\n\n    def _get_page(self, n):\n        return Page()\n\n\n\
          class View:\n    paginator_class = Paginator\n\n    def get_paginator(self):\n        return self.paginator_class()\n\n\
-         \x20   def paginate(self, out=None):\n        paginator = self.get_paginator()\n        page = paginator.page(1)\n        page.has_other_pages()\n        w = out or Page()\n        w.has_other_pages()\n        return Page(1).has_other_pages()\n",
+         \x20   def paginate(self, out=None):\n        paginator = self.get_paginator()\n        page = paginator.page(1)\n        page.has_other_pages()\n        w = out or Page()\n        w.has_other_pages()\n        with Page() as p:\n            p.has_other_pages()\n        return Page(1).has_other_pages()\n",
     )]);
     let all = edges(r.path());
-    for line in [23, 25, 26] {
+    for line in [23, 25, 27, 28] {
         let want = format!("pages.py:View.paginate pages.py:Page.has_other_pages {line} type");
         assert!(all.contains(&want), "missing {want}\n{all:#?}");
     }
