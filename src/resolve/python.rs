@@ -849,7 +849,13 @@ fn resolve_call_d(w: &World, fi: u32, call: &Call, depth: u32) -> Vec<Hit> {
         }
         "self" | "cls" => match w.enclosing_type(owner) {
             Some(ty) => {
-                let hits = on_type(w, ty, How::SelfRef, name);
+                let mut hits = on_type(w, ty, How::SelfRef, name);
+                if hits.is_empty() {
+                    // `self.model_class()` where the class body binds `model_class = Cls`.
+                    for c in attr_classes(w, ty, name) {
+                        hits.extend(instantiate(w, c, How::Type));
+                    }
+                }
                 if hits.is_empty() {
                     methods_fallback()
                 } else {

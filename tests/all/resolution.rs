@@ -215,13 +215,16 @@ fn attributes_holding_classes_and_inherited_bindings_are_followed() {
         (
             "tests/test_views.py",
             "from web.client import TestCase\n\n\n\
-             class ViewTests(TestCase):\n    def test_index(self):\n        return self.client.get('/')\n",
+             class ViewTests(TestCase):\n    def test_index(self):\n        return self.client.get('/')\n\n\
+             \x20   def test_new(self):\n        return self.client_class()\n",
         ),
     ]);
     let all = edges(r.path());
     // `get` is a method builtin types have: found only because the receiver's class is known
     // (`self.client` bound in the base class's setUp from a class attribute).
     assert!(all.contains("tests/test_views.py:ViewTests.test_index web/client.py:Client.get 6 type"), "{all:#?}");
+    // A class attribute naming a class, called through self: that class.
+    assert!(all.contains("tests/test_views.py:ViewTests.test_new web/client.py:Client 9 type"), "{all:#?}");
 }
 
 #[test]
