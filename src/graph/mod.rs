@@ -229,7 +229,9 @@ pub fn unattributed(store: &Store, id: &str) -> Result<Option<(String, usize)>, 
 pub fn unattributed_note(store: &Store, id: &str) -> Result<Option<String>, GraphError> {
     Ok(match unattributed(store, id)? {
         Some((name, n)) if n > 0 => Some(format!(
-            "{n} more call sites of `{name}` were not attributed to any entity (receiver type unknown); some may call this one: `reproagent query '?[caller, line, receiver] := *unresolved{{name: \"{name}\", caller, line, receiver}}'`"
+            "{n} more call {} of `{name}` {} not attributed to any entity (receiver type unknown); some may call this one: `reproagent query '?[caller, line, receiver] := *unresolved{{name: \"{name}\", caller, line, receiver}}'`",
+            if n == 1 { "site" } else { "sites" },
+            if n == 1 { "was" } else { "were" },
         )),
         _ => None,
     })
