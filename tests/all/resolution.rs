@@ -242,3 +242,18 @@ fn return_statements_fallback_values_with_targets_and_call_receivers_give_types(
         assert!(all.contains(&want), "missing {want}\n{all:#?}");
     }
 }
+
+#[test]
+fn the_callers_tool_notes_the_unattributed_sites_of_the_name() {
+    let r = repo(&[
+        ("a.py", "class A:\n    def describe(self):\n        return 'a'\n"),
+        ("b.py", "class B:\n    def describe(self):\n        return 'b'\n"),
+        ("use.py", "def show(x, y):\n    x.describe()\n    return y.describe()\n"),
+    ]);
+    let ctx = reproagent::tools::ToolContext::new(r.path()).unwrap();
+    let out = reproagent::tools::all().call(&ctx, "callers", serde_json::json!({"name": "a.py:A.describe"}));
+    assert!(!out.is_error, "{}", out.value);
+    assert_eq!(out.value["edges"].as_array().unwrap().len(), 0, "{}", out.value);
+    let note = out.value["note"].as_str().unwrap_or_default();
+    assert!(note.contains("2 more call sites of `describe` were not attributed"), "{}", out.value);
+}
