@@ -27,13 +27,14 @@ pub const EXAMPLES: &[(&str, &str, &str)] = &[
     ("contains", "parent > child: module > class > method, function > nested function", "?[child] := *contains{parent: $class, child}"),
     (
         "calls",
-        "resolved call edges; how: local, import, self, inherited, name (bare-name guess); confidence 0..1",
+        "resolved call edges; how: local, import, self, inherited, type (receiver's class tracked), name (bare-name guess); confidence 0..1",
         "# a transitive call chain: everything that reaches $id in at most 3 calls, with certain edges only\n\
          up[c, d] := *calls:by_callee{callee: $id, caller: c}, *calls{caller: c, callee: $id, confidence}, confidence >= 0.5, d = 1\n\
          up[c, d] := up[m, d0], d0 < 3, *calls:by_callee{callee: m, caller: c}, *calls{caller: c, callee: m, confidence}, confidence >= 0.5, d = d0 + 1\n\
          ?[c, min(d)] := up[c, d]",
     ),
     ("call_site", "every call as written, resolved or not (receiver as written)", "?[caller, line] := *call_site:by_name{name: 'open', caller, line}"),
+    ("unresolved", "the call sites that got no edge, by name (receiver as written)", "?[count(caller)] := *unresolved{name: 'filter', caller}"),
     (
         "imports",
         "one row per imported binding; target: the entity or module it resolves to, null if outside the repo",

@@ -145,7 +145,8 @@ impl Import {
     }
 }
 
-/// A declared variable type (Java), scoped to the entity that declares it.
+/// A declared variable type (Java), or a name a scope binds (Python: `ty` says what it
+/// is known to hold, see `extract::python::bindings`), scoped to the entity around it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Var {
     pub owner: u32,
@@ -543,6 +544,10 @@ fn build_facts(
         } else if let (Some(t), Some(n)) = (var_type, var_name) {
             raw_vars.push((n, text(n, src).to_string(), strip_generics(text(t, src))));
         }
+    }
+
+    if lang == Lang::Python {
+        python::bindings(root, src, &mut raw_vars);
     }
 
     // Order definitions by position, outermost first, so a stack gives nesting.

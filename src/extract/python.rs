@@ -106,3 +106,226 @@ fn name_and_alias(n: Node, src: &str) -> (String, String) {
         (text(n, src).to_string(), String::new())
     }
 }
+
+/// A name a scope binds, with what it is known to hold: `T:<type>` (an annotation),
+/// `C:<callee>` (the result of calling `callee`, a name or dotted path as written),
+/// `A:<path>` (another name or attribute: an alias such as `qn = self.quote_name`), `I:`
+/// (an import inside a function: resolved as imports are), or empty (bound, nothing
+/// known). A function's return annotation (and docstring
+/// `:rtype:`) binds `->`; `self.x = ...` (or `cls.x = ...`) in a method binds `self.x`. The node is the
+/// binding's position (its owner is the entity around it).
+pub(crate) type RawBinding<'t> = (Node<'t>, String, String);
+
+/// Every binding of a file: parameters, assignments (plain, annotated, augmented,
+/// chained, walrus), `for` and comprehension targets, `with ... as`, `except ... as`,
+/// imports inside functions, return annotations. One walk over the tree.
+pub(crate) fn bindings<'t>(root: Node<'t>, src: &str, out: &mut Vec<RawBinding<'t>>) {
+    let mut stack = vec![(root, false)];
+    while let Some((n, in_def)) = stack.pop() {
+        match n.kind() {
+            "function_definition" => {
+                if let Some(ps) = n.child_by_field_name("parameters") {
+                    parameters(ps, src, out);
+                }
+                if let Some(r) = n.child_by_field_name("return_type") {
+                    out.push((r, "->".into(), annotation(r, src).map(|t| format!("T:{t}")).unwrap_or_default()));
+                } else if let Some(t) = rtype(&doc(n, src)) {
+                    if let Some(b) = n.child_by_field_name("body") {
+                        out.push((b, "->".into(), format!("T:{t}")));
+                    }
+                }
+            }
+            "assignment" => {
+                let ty = n.child_by_field_name("type").and_then(|t| annotation(t, src)).map(|t| format!("T:{t}"));
+                let mut right = n.child_by_field_name("right");
+                // `a = b = X()`: every target holds the last value.
+                while let Some(r) = right.filter(|r| r.kind() == "assignment") {
+                    right = r.child_by_field_name("right");
+                }
+                let value = ty.unwrap_or_else(|| right.map(|r| value_of(r, src)).unwrap_or_default());
+                if let Some(l) = n.child_by_field_name("left") {
+                    targets(l, src, &value, out);
+                }
+            }
+            // `return Cls(...)`, `return self.make()`: a return type when none is declared.
+            "return_statement" if in_def => {
+                if let Some(v) = n.named_child(0).map(|r| value_of(r, src)).filter(|v| v.starts_with("C:")) {
+                    out.push((n, "->".into(), v));
+                }
+            }
+            "augmented_assignment" => {
+                if let Some(l) = n.child_by_field_name("left") {
+                    targets(l, src, "", out);
+                }
+            }
+            "named_expression" => {
+                if let Some(l) = n.child_by_field_name("name") {
+                    let v = n.child_by_field_name("value").map(|r| value_of(r, src)).unwrap_or_default();
+                    targets(l, src, &v, out);
+                }
+            }
+            "for_statement" | "for_in_clause" => {
+                if let Some(l) = n.child_by_field_name("left") {
+                    targets(l, src, "", out);
+                }
+            }
+            "as_pattern" => {
+                if let Some(a) = n.child_by_field_name("alias") {
+                    // `with Cls(...) as x`: x is taken to be the instance (`__enter__`
+                    // returning self, as sessions, files and locks do).
+                    let in_with = n.parent().is_some_and(|p| p.kind() == "with_item");
+                    let v = match n.named_child(0) {
+                        Some(e) if in_with && e.kind() == "call" => value_of(e, src),
+                        _ => String::new(),
+                    };
+                    targets(a, src, &v, out);
+                }
+            }
+            "except_clause" => {
+                if let Some(a) = n.child_by_field_name("alias") {
+                    targets(a, src, "", out);
+                }
+            }
+            "import_statement" | "import_from_statement" if in_def => {
+                let mut imps = Vec::new();
+                imports(n, src, &mut imps);
+                for i in imps {
+                    if let Some(name) = i.local_name() {
+                        out.push((n, name.to_string(), "I:".into()));
+                    }
+                }
+            }
+            _ => {}
+        }
+        let in_def = in_def || n.kind() == "function_definition";
+        let mut c = n.walk();
+        for ch in n.named_children(&mut c) {
+            stack.push((ch, in_def));
+        }
+    }
+}
+
+fn parameters<'t>(ps: Node<'t>, src: &str, out: &mut Vec<RawBinding<'t>>) {
+    let mut c = ps.walk();
+    for p in ps.named_children(&mut c) {
+        let (name, ty) = match p.kind() {
+            "identifier" => (Some(p), None),
+            "typed_parameter" => {
+                let mut c2 = p.walk();
+                let n = p.named_children(&mut c2).find(|x| x.kind() != "type");
+                (n, p.child_by_field_name("type"))
+            }
+            "default_parameter" => (p.child_by_field_name("name"), None),
+            "typed_default_parameter" => (p.child_by_field_name("name"), p.child_by_field_name("type")),
+            "list_splat_pattern" | "dictionary_splat_pattern" => (p.named_child(0), None),
+            _ => (None, None),
+        };
+        let Some(mut name) = name else { continue };
+        // `*args: T` and `**kw: T` hold a tuple and a dict, not a T.
+        let splat = matches!(name.kind(), "list_splat_pattern" | "dictionary_splat_pattern");
+        if splat {
+            match name.named_child(0) {
+                Some(n) => name = n,
+                None => continue,
+            }
+        }
+        if name.kind() != "identifier" {
+            continue;
+        }
+        let ty = if splat || p.kind().ends_with("splat_pattern") { None } else { ty.and_then(|t| annotation(t, src)) };
+        out.push((p, text(name, src).to_string(), ty.map(|t| format!("T:{t}")).unwrap_or_default()));
+    }
+}
+
+/// The names a target binds: identifiers, in tuples and lists, `*rest`; `self.x`.
+fn targets<'t>(t: Node<'t>, src: &str, value: &str, out: &mut Vec<RawBinding<'t>>) {
+    match t.kind() {
+        "identifier" => out.push((t, text(t, src).to_string(), value.to_string())),
+        "attribute" => {
+            let obj = t.child_by_field_name("object");
+            let attr = t.child_by_field_name("attribute");
+            if let (Some(o), Some(a)) = (obj, attr) {
+                // `cls.x = ...` in a classmethod binds the same attribute.
+                if o.kind() == "identifier" && matches!(text(o, src), "self" | "cls") {
+                    out.push((t, format!("self.{}", text(a, src)), value.to_string()));
+                }
+            }
+        }
+        "pattern_list"
+        | "tuple_pattern"
+        | "list_pattern"
+        | "list_splat_pattern"
+        | "parenthesized_expression"
+        | "as_pattern_target"
+        | "expression_list"
+        | "tuple"
+        | "list" => {
+            let single = matches!(t.kind(), "as_pattern_target" | "parenthesized_expression");
+            let mut c = t.walk();
+            for ch in t.named_children(&mut c) {
+                targets(ch, src, if single { value } else { "" }, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// What a right-hand side is known to hold: `C:<callee>` for a call of a name or dotted
+/// path, `A:<path>` for a name or dotted path, else nothing.
+fn value_of(r: Node, src: &str) -> String {
+    match r.kind() {
+        "call" => match r.child_by_field_name("function") {
+            Some(f) if is_path(f) => format!("C:{}", compact(f, src)),
+            _ => String::new(),
+        },
+        "identifier" | "attribute" if is_path(r) => format!("A:{}", compact(r, src)),
+        "parenthesized_expression" => r.named_child(0).map(|x| value_of(x, src)).unwrap_or_default(),
+        // `a or Cls()`: the fallback's value is the one known.
+        "boolean_operator" => r.child_by_field_name("right").map(|x| value_of(x, src)).unwrap_or_default(),
+        _ => String::new(),
+    }
+}
+
+/// A name or a dotted path of names (`a`, `a.b.c`).
+fn is_path(n: Node) -> bool {
+    match n.kind() {
+        "identifier" => true,
+        "attribute" => n.child_by_field_name("object").is_some_and(is_path),
+        _ => false,
+    }
+}
+
+fn compact(n: Node, src: &str) -> String {
+    text(n, src).chars().filter(|c| !c.is_whitespace()).collect()
+}
+
+/// The class an annotation names: `C`, `m.C`, `"C"`, `Optional[C]`, `C | None`; none for
+/// anything else (`list[C]`, `Callable[...]`).
+fn annotation(t: Node, src: &str) -> Option<String> {
+    clean_type(&compact(t, src))
+}
+
+pub(crate) fn clean_type(t: &str) -> Option<String> {
+    let mut t = t.trim().trim_matches(|c| c == '"' || c == '\'').to_string();
+    for wrap in ["typing.Optional[", "Optional["] {
+        if let Some(inner) = t.strip_prefix(wrap).and_then(|x| x.strip_suffix(']')) {
+            t = inner.to_string();
+        }
+    }
+    let parts: Vec<&str> = t.split('|').map(str::trim).filter(|p| *p != "None" && !p.is_empty()).collect();
+    if parts.len() != 1 {
+        return None;
+    }
+    let t = parts[0].trim_matches(|c| c == '"' || c == '\'');
+    let ok = !t.is_empty()
+        && t.split('.').all(|s| !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || c == '_'))
+        && !t.starts_with(|c: char| c.is_ascii_digit());
+    ok.then(|| t.to_string())
+}
+
+/// The type a docstring's `:rtype:` line names.
+fn rtype(doc: &str) -> Option<String> {
+    let line = doc.lines().find_map(|l| l.trim().strip_prefix(":rtype:"))?;
+    let t = line.trim().trim_start_matches(":class:").trim_matches('`').trim_start_matches('~');
+    clean_type(t)
+}

@@ -244,6 +244,41 @@ pub struct Walk {
     pub truncated: Option<String>,
 }
 
+/// The call sites that got no edge and bear the name `id` is called by (a class's or
+/// its `__init__`'s: the class's name): the name and how many. Some of them may call `id`.
+pub fn unattributed(store: &Store, id: &str) -> Result<Option<(String, usize)>, GraphError> {
+    let Some(e) = entity(store, id)? else { return Ok(None) };
+    let mut name = e.name.clone();
+    if e.kind == "method" && (name == "__init__" || name == "constructor") {
+        if let Some(class) = store
+            .query("?[p] := *contains:by_child{child: $id, parent: p}", params(&[("id", DataValue::from(id))]))?
+            .rows
+            .first()
+        {
+            if let Some(c) = entity(store, &str_of(&class[0]))? {
+                name = c.name;
+            }
+        }
+    }
+    let r = store.query(
+        "?[caller, line, receiver] := *unresolved{name: $n, caller, line, receiver}",
+        params(&[("n", DataValue::from(name.as_str()))]),
+    )?;
+    Ok(Some((name, r.rows.len())))
+}
+
+/// The note `callers` adds when call sites of the name got no edge.
+pub fn unattributed_note(store: &Store, id: &str) -> Result<Option<String>, GraphError> {
+    Ok(match unattributed(store, id)? {
+        Some((name, n)) if n > 0 => Some(format!(
+            "{n} more call {} of `{name}` {} not attributed to any entity (receiver type unknown); some may call this one: `reproagent query '?[caller, line, receiver] := *unresolved{{name: \"{name}\", caller, line, receiver}}'`",
+            if n == 1 { "site" } else { "sites" },
+            if n == 1 { "was" } else { "were" },
+        )),
+        _ => None,
+    })
+}
+
 /// Who calls `id`, transitively up to `depth` edges, with edges of at least `min_conf`.
 pub fn callers(store: &Store, id: &str, depth: usize, min_conf: f64) -> Result<Vec<Edge>, GraphError> {
     Ok(walk(store, id, depth, min_conf, true)?.edges)

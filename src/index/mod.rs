@@ -669,6 +669,7 @@ fn total_rows(r: &Rows) -> usize {
         + r.contains.len()
         + r.calls.len()
         + r.call_site.len()
+        + r.unresolved.len()
         + r.imports.len()
         + r.inherits.len()
         + r.test_of.len()

@@ -13,8 +13,13 @@
 //! reaches further than names: the types that inherit, before or after, from a type of a
 //! file whose definitions changed are affected (their files, and their names).
 //!
-//! An edit inside a function body changes no definition: only the edited file is
-//! resolved again. The test "incremental equals full" checks the rule on every relation.
+//! Python bindings (`extract::Var`) other files can see are definitions too: module-level
+//! and class-body assignments, `self.x = ...` (under `x`) and return types (under the
+//! function's name: annotations, and the calls `return` statements return); a function's
+//! local bindings are not.
+//!
+//! An edit inside a function body that changes no such binding changes no definition: only
+//! the edited file is resolved again. The test "incremental equals full" checks the rule on every relation.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
@@ -61,6 +66,24 @@ fn uses(f: &FileFacts) -> HashSet<&str> {
     }
     out.extend(pieces(&f.package));
     out
+}
+
+/// The name under which other files can see a variable binding, if they can: Java's
+/// declared types by name; Python's module-level and class-body bindings by name,
+/// `self.x` by `x`, a return type (`->`) by its function's name. A Python function's
+/// local bindings only matter to its own file.
+fn visible_name<'a>(f: &'a FileFacts, v: &'a crate::extract::Var) -> Option<&'a str> {
+    if f.lang != crate::lang::Lang::Python {
+        return Some(v.name.as_str());
+    }
+    let owner = f.entities.get(v.owner as usize)?;
+    if v.name == "->" {
+        return Some(owner.name.as_str());
+    }
+    if let Some(attr) = v.name.strip_prefix("self.") {
+        return Some(attr);
+    }
+    (v.owner == 0 || owner.kind.is_type()).then_some(v.name.as_str())
 }
 
 /// A definition as other files' resolution sees it (no lines).
@@ -143,7 +166,7 @@ fn changed_names<'a>(old: Option<&'a FileFacts>, new: Option<&'a FileFacts>, nam
                 names.insert(e.name.as_str());
             }
             for v in &f.vars {
-                names.insert(v.name.as_str());
+                names.extend(visible_name(f, v));
             }
             for i in &f.imports {
                 names.extend(pieces(&i.name));
@@ -173,10 +196,15 @@ fn changed_names<'a>(old: Option<&'a FileFacts>, new: Option<&'a FileFacts>, nam
             names.insert(name);
         }
     }
-    let vars = |f: &'a FileFacts| -> BTreeSet<(&'a str, &'a str, u32)> {
-        f.vars.iter().map(|v| (v.name.as_str(), v.ty.as_str(), v.owner)).collect()
+    let vars = |f: &'a FileFacts| -> BTreeSet<(&'a str, &'a str, &'a str, &'a str)> {
+        f.vars
+            .iter()
+            .filter_map(|v| {
+                Some((visible_name(f, v)?, v.name.as_str(), v.ty.as_str(), f.entities[v.owner as usize].id.as_str()))
+            })
+            .collect()
     };
-    for (name, _, _) in vars(o).symmetric_difference(&vars(n)) {
+    for (name, _, _, _) in vars(o).symmetric_difference(&vars(n)) {
         names.insert(name);
     }
     let imports = |f: &'a FileFacts| -> BTreeSet<(&'a str, &'a str, &'a str, bool, String)> {
@@ -211,11 +239,26 @@ pub fn affected(old: &World, new: &World, changed: &BTreeSet<&str>) -> (Vec<u32>
     // are looked up through it.
     let mut inheriting: BTreeSet<&str> = BTreeSet::new();
     if !redefined.is_empty() {
+        let mut inheriting_types: HashSet<&str> = HashSet::new();
         for w in [old, new] {
             for &ty in w.bases.keys() {
                 if w.ancestors(ty).iter().any(|&a| redefined.contains(w.entity(a).id.as_str())) {
                     inheriting.insert(w.file(ty.0).path.as_str());
                     names.insert(w.entity(ty).name.as_str());
+                    inheriting_types.insert(w.entity(ty).id.as_str());
+                }
+            }
+        }
+        // Python's fallback folds an override into the method it overrides: which
+        // candidates fold depends on the bases, so the member names of those types change.
+        for w in [old, new] {
+            for f in &w.files {
+                for e in &f.entities {
+                    let Some(p) = e.parent else { continue };
+                    let pid = f.entities[p as usize].id.as_str();
+                    if redefined.contains(pid) || inheriting_types.contains(pid) {
+                        names.insert(e.name.as_str());
+                    }
                 }
             }
         }
@@ -253,7 +296,7 @@ pub fn affected(old: &World, new: &World, changed: &BTreeSet<&str>) -> (Vec<u32>
                     }
                     for v in &f.vars {
                         if pieces(&v.ty).any(|p| names.contains(p)) {
-                            passed.push(v.name.as_str());
+                            passed.extend(visible_name(f, v));
                         }
                     }
                     names.extend(passed);

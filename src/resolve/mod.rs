@@ -22,6 +22,9 @@ pub enum How {
     Import,
     SelfRef,
     Inherited,
+    /// Through a tracked type: a receiver whose class is known (`x = Cls()`, `self.x =
+    /// Cls()`, annotations, return types), an alias of a bound method, `__call__`.
+    Type,
     Name,
 }
 
@@ -32,6 +35,7 @@ impl How {
             How::Import => "import",
             How::SelfRef => "self",
             How::Inherited => "inherited",
+            How::Type => "type",
             How::Name => "name",
         }
     }
@@ -42,6 +46,7 @@ impl How {
             How::Import => 0.95,
             How::SelfRef => 0.9,
             How::Inherited => 0.8,
+            How::Type => 0.85,
             How::Name => 0.3,
         }
     }
@@ -71,6 +76,8 @@ pub struct Rows {
     /// (caller, callee, line) => how, confidence
     pub calls: BTreeMap<(String, String, i64), (String, f64)>,
     pub call_site: BTreeSet<(String, i64, String, String)>,
+    /// The call sites that got no edge: (name, caller, line, receiver).
+    pub unresolved: BTreeSet<(String, String, i64, String)>,
     /// (file, line, module, name) => alias, target
     pub imports: BTreeMap<ImportKey, (String, Option<String>)>,
     /// (child, base_name) => base
@@ -175,6 +182,12 @@ pub struct World<'a> {
     methods_by_name: HashMap<(Lang, &'a str), Vec<ERef>>,
     /// Resolved bases of each type entity, in declaration order.
     bases: HashMap<ERef, Vec<Option<ERef>>>,
+    /// Python: (scope, name) => the scope's bindings of the name (indices into the file's
+    /// `vars`).
+    pub(crate) py_vars: HashMap<(ERef, &'a str), Vec<u32>>,
+    /// Python: (class, attribute) => the `self.<attribute>` bindings of its methods, as
+    /// (method, index into the file's `vars`).
+    pub(crate) py_self_attrs: HashMap<(ERef, &'a str), Vec<(ERef, u32)>>,
 }
 
 /// A resolved call target, with how it was found.
@@ -189,6 +202,9 @@ pub(crate) struct Hit {
 pub(crate) enum Binding {
     Entity(ERef, How),
     Module(u32),
+    /// Python: a name a scope binds by assignment, parameter, loop or `with` target (the
+    /// scope and the index of its first binding in the file's `vars`).
+    Var(ERef, u32),
 }
 
 impl<'a> World<'a> {
@@ -210,6 +226,8 @@ impl<'a> World<'a> {
             free_by_name: HashMap::new(),
             methods_by_name: HashMap::new(),
             bases: HashMap::new(),
+            py_vars: HashMap::new(),
+            py_self_attrs: HashMap::new(),
         };
         for (fi, &f) in list.iter().enumerate() {
             let fi = fi as u32;
@@ -225,6 +243,17 @@ impl<'a> World<'a> {
                     }
                     Kind::Method => w.methods_by_name.entry(key).or_default().push((fi, ei as u32)),
                     _ => {}
+                }
+            }
+            if f.lang == Lang::Python {
+                for (vi, v) in f.vars.iter().enumerate() {
+                    w.py_vars.entry(((fi, v.owner), v.name.as_str())).or_default().push(vi as u32);
+                    let owner = &f.entities[v.owner as usize];
+                    if let (Some(attr), Kind::Method, Some(p)) =
+                        (v.name.strip_prefix("self."), owner.kind, owner.parent)
+                    {
+                        w.py_self_attrs.entry(((fi, p), attr)).or_default().push(((fi, v.owner), vi as u32));
+                    }
                 }
             }
             match f.lang {
@@ -419,6 +448,9 @@ pub fn resolve_files(world: &World, which: &[u32]) -> Rows {
                 Lang::TypeScript => typescript::resolve_call(world, fi, call),
                 Lang::Java => java::resolve_call(world, fi, call),
             };
+            if hits.is_empty() {
+                rows.unresolved.insert((call.name.clone(), caller.clone(), call.line as i64, call.receiver.clone()));
+            }
             let n = hits.iter().filter(|h| h.how == How::Name).count().max(1);
             for h in hits {
                 let mut conf = h.how.confidence();

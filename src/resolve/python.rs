@@ -77,7 +77,10 @@ fn export(w: &World, fi: u32, name: &str, hops: usize) -> Option<Binding> {
     }
     let module = crate::extract::python_module_name(&w.file(fi).path);
     let sub = if module.is_empty() { name.to_string() } else { format!("{module}.{name}") };
-    module_file(w, &sub).map(Binding::Module)
+    if let Some(m) = module_file(w, &sub) {
+        return Some(Binding::Module(m));
+    }
+    w.py_vars.get(&((fi, 0), name)).map(|v| Binding::Var((fi, 0), v[0]))
 }
 
 /// What an import binding named `name` in file `fi` stands for.
@@ -144,34 +147,72 @@ pub(super) fn import_target(w: &World, fi: u32, imp: &Import) -> Option<String> 
         _ => match import_binding(w, fi, imp, MAX_HOPS)? {
             Binding::Entity(r, _) => Some(w.id(r).to_string()),
             Binding::Module(f) => Some(path(f)),
+            Binding::Var(..) => None,
         },
     }
 }
 
-/// A name as seen from `scope`: lexical definitions, then import bindings.
-fn lookup(w: &World, scope: ERef, name: &str) -> Option<Binding> {
-    if let Some(r) = lexical(w, scope, name, true, definition) {
-        return Some(Binding::Entity(r, How::Local));
+/// A name as seen from `scope` at `line`: from the inside out, each function scope's
+/// definitions, then its other bindings (parameters, assignments, ...); at the top, the
+/// module's definitions, imports and assignments. In `scope` itself only definitions
+/// before `line` count (a later `def` does not exist yet); type bodies are skipped
+/// unless the name is looked up from the body itself.
+fn lookup_at(w: &World, scope: ERef, name: &str, line: u32) -> Option<Binding> {
+    let before = |i: u32, found: Vec<ERef>| -> Option<ERef> {
+        if i == scope.1 {
+            found.into_iter().rfind(|&r| w.entity(r).start_line <= line)
+        } else {
+            found.last().copied()
+        }
+    };
+    let mut at = Some(scope.1);
+    while let Some(i) = at.filter(|&i| i != 0) {
+        let r = (scope.0, i);
+        let e = w.entity(r);
+        if !e.kind.is_type() || i == scope.1 {
+            if let Some(d) = before(i, w.child_named(r, name, definition)) {
+                return Some(Binding::Entity(d, How::Local));
+            }
+            if let Some(v) = w.py_vars.get(&(r, name)) {
+                // A function's own import: as the file's imports resolve it.
+                if var_tys(w, r, name).contains(&"I:") {
+                    return binding_from_imports(w, scope.0, name, MAX_HOPS).or(Some(Binding::Var(r, v[0])));
+                }
+                return Some(Binding::Var(r, v[0]));
+            }
+        }
+        at = e.parent;
     }
-    binding_from_imports(w, scope.0, name, MAX_HOPS)
+    let m = (scope.0, 0);
+    if let Some(d) = before(0, w.child_named(m, name, definition)) {
+        return Some(Binding::Entity(d, How::Local));
+    }
+    if let Some(b) = binding_from_imports(w, scope.0, name, MAX_HOPS) {
+        return Some(b);
+    }
+    w.py_vars.get(&(m, name)).map(|v| Binding::Var(m, v[0]))
 }
 
 /// A dotted name (`Base`, `models.Base`, `pkg.mod.Base`) as seen from `scope`.
 pub(super) fn resolve_dotted(w: &World, scope: ERef, dotted: &str) -> Option<ERef> {
     match resolve_path(w, scope, dotted)? {
         Binding::Entity(r, _) => Some(r),
-        Binding::Module(_) => None,
+        Binding::Module(_) | Binding::Var(..) => None,
     }
 }
 
 /// Walk a dotted path: the first segment by scope, the rest as submodules, module
 /// members or class members. `import a.b` binds `a`, so `a.b` is tried as a module too.
 fn resolve_path(w: &World, scope: ERef, dotted: &str) -> Option<Binding> {
+    resolve_path_at(w, scope, dotted, u32::MAX)
+}
+
+fn resolve_path_at(w: &World, scope: ERef, dotted: &str, line: u32) -> Option<Binding> {
     let segs: Vec<&str> = dotted.split('.').collect();
     if segs.iter().any(|s| s.is_empty() || !s.chars().all(|c| c.is_alphanumeric() || c == '_')) {
         return None;
     }
-    let cur = lookup(w, scope, segs[0]);
+    let cur = lookup_at(w, scope, segs[0], line);
     if cur.is_none() || matches!(cur, Some(Binding::Module(_))) {
         // `import a.b.c` then `a.b.c.f()`: the longest imported module prefix.
         let f = w.file(scope.0);
@@ -206,6 +247,7 @@ fn walk(w: &World, mut cur: Binding, rest: &[&str]) -> Option<Binding> {
                 let hit = w.member(r, seg, how, &|m| w.entity(m).kind.is_type()).into_iter().next()?;
                 Binding::Entity(hit.target, hit.how)
             }
+            Binding::Var(..) => return None,
         };
     }
     Some(cur)
@@ -227,31 +269,593 @@ fn on_type(w: &World, ty: ERef, how: How, name: &str) -> Vec<Hit> {
     }
 }
 
+/// Names Python's builtins define: a bare call of one that the code does not define or
+/// bind is never guessed at.
+const BUILTINS: &[&str] = &[
+    "abs",
+    "aiter",
+    "all",
+    "anext",
+    "any",
+    "ascii",
+    "bin",
+    "bool",
+    "breakpoint",
+    "bytearray",
+    "bytes",
+    "callable",
+    "chr",
+    "classmethod",
+    "compile",
+    "complex",
+    "delattr",
+    "dict",
+    "dir",
+    "divmod",
+    "enumerate",
+    "eval",
+    "exec",
+    "exit",
+    "filter",
+    "float",
+    "format",
+    "frozenset",
+    "getattr",
+    "globals",
+    "hasattr",
+    "hash",
+    "help",
+    "hex",
+    "id",
+    "input",
+    "int",
+    "isinstance",
+    "issubclass",
+    "iter",
+    "len",
+    "list",
+    "locals",
+    "map",
+    "max",
+    "memoryview",
+    "min",
+    "next",
+    "object",
+    "oct",
+    "open",
+    "ord",
+    "pow",
+    "print",
+    "property",
+    "quit",
+    "range",
+    "repr",
+    "reversed",
+    "round",
+    "set",
+    "setattr",
+    "slice",
+    "sorted",
+    "staticmethod",
+    "str",
+    "sum",
+    "super",
+    "tuple",
+    "type",
+    "vars",
+    "zip",
+    "__import__",
+    "BaseException",
+    "Exception",
+    "ArithmeticError",
+    "AssertionError",
+    "AttributeError",
+    "BlockingIOError",
+    "BrokenPipeError",
+    "BufferError",
+    "ConnectionError",
+    "DeprecationWarning",
+    "EOFError",
+    "EnvironmentError",
+    "FileExistsError",
+    "FileNotFoundError",
+    "FloatingPointError",
+    "FutureWarning",
+    "GeneratorExit",
+    "IOError",
+    "ImportError",
+    "ImportWarning",
+    "IndentationError",
+    "IndexError",
+    "InterruptedError",
+    "IsADirectoryError",
+    "KeyError",
+    "KeyboardInterrupt",
+    "LookupError",
+    "MemoryError",
+    "ModuleNotFoundError",
+    "NameError",
+    "NotADirectoryError",
+    "NotImplementedError",
+    "OSError",
+    "OverflowError",
+    "PendingDeprecationWarning",
+    "PermissionError",
+    "RecursionError",
+    "ReferenceError",
+    "ResourceWarning",
+    "RuntimeError",
+    "RuntimeWarning",
+    "StopAsyncIteration",
+    "StopIteration",
+    "SyntaxError",
+    "SyntaxWarning",
+    "SystemError",
+    "SystemExit",
+    "TabError",
+    "TimeoutError",
+    "TypeError",
+    "UnboundLocalError",
+    "UnicodeDecodeError",
+    "UnicodeEncodeError",
+    "UnicodeError",
+    "UnicodeWarning",
+    "UserWarning",
+    "ValueError",
+    "Warning",
+    "ZeroDivisionError",
+];
+
+/// Method names that builtin types (str, bytes, list, dict, set, tuple, numbers, files,
+/// iterators) have: a call of one on a receiver of unknown type is never guessed at.
+const BUILTIN_METHODS: &[&str] = &[
+    "add",
+    "append",
+    "capitalize",
+    "casefold",
+    "center",
+    "clear",
+    "close",
+    "copy",
+    "count",
+    "decode",
+    "difference",
+    "difference_update",
+    "discard",
+    "encode",
+    "endswith",
+    "expandtabs",
+    "extend",
+    "fileno",
+    "find",
+    "flush",
+    "format",
+    "format_map",
+    "fromhex",
+    "fromkeys",
+    "get",
+    "hex",
+    "index",
+    "insert",
+    "intersection",
+    "intersection_update",
+    "isalnum",
+    "isalpha",
+    "isascii",
+    "isdecimal",
+    "isdigit",
+    "isdisjoint",
+    "isidentifier",
+    "islower",
+    "isnumeric",
+    "isprintable",
+    "isspace",
+    "issubset",
+    "issuperset",
+    "istitle",
+    "isupper",
+    "items",
+    "join",
+    "keys",
+    "ljust",
+    "lower",
+    "lstrip",
+    "maketrans",
+    "partition",
+    "pop",
+    "popitem",
+    "read",
+    "readline",
+    "readlines",
+    "remove",
+    "removeprefix",
+    "removesuffix",
+    "replace",
+    "reverse",
+    "rfind",
+    "rindex",
+    "rjust",
+    "rpartition",
+    "rsplit",
+    "rstrip",
+    "seek",
+    "send",
+    "setdefault",
+    "sort",
+    "split",
+    "splitlines",
+    "startswith",
+    "strip",
+    "swapcase",
+    "symmetric_difference",
+    "symmetric_difference_update",
+    "tell",
+    "throw",
+    "title",
+    "translate",
+    "truncate",
+    "union",
+    "update",
+    "upper",
+    "values",
+    "write",
+    "writelines",
+    "zfill",
+    "bit_length",
+    "conjugate",
+    "is_integer",
+    "to_bytes",
+    "from_bytes",
+    "as_integer_ratio",
+    "__enter__",
+    "__exit__",
+    "__iter__",
+    "__next__",
+    "__len__",
+    "__getitem__",
+    "__setitem__",
+    "__contains__",
+    "__eq__",
+    "__hash__",
+    "__str__",
+    "__repr__",
+    "__init__",
+    "__new__",
+    "__call__",
+    "__getattr__",
+    "__setattr__",
+];
+
+/// How deep type tracking follows bindings into bindings (`a = b`, `b = f()`, ...).
+const MAX_TYPE_DEPTH: u32 = 12;
+
+/// The bare-name fallback for Python: the candidates that may be guessed ([`guessable`]),
+/// an override folded into the method it overrides (a candidate whose class inherits from
+/// another candidate's class is left out); an edge only when one candidate is left (two or
+/// more are at best one right and the rest wrong).
+fn fallback(w: &World, fi: u32, name: &str, methods: bool) -> Vec<Hit> {
+    let table = if methods { &w.methods_by_name } else { &w.free_by_name };
+    let Some(all) = table.get(&(Lang::Python, name)) else { return Vec::new() };
+    let cands: Vec<ERef> = all.iter().copied().filter(|&r| guessable(w, fi, r)).collect();
+    if cands.is_empty() || cands.len() > 64 {
+        return Vec::new();
+    }
+    let class_of = |r: ERef| w.entity(r).parent.map(|p| (r.0, p));
+    let classes: Vec<Option<ERef>> = cands.iter().map(|&r| class_of(r)).collect();
+    let roots: Vec<ERef> = cands
+        .iter()
+        .zip(&classes)
+        .filter(|(_, c)| match c {
+            Some(c) if methods => {
+                let up = w.ancestors(*c);
+                !classes.iter().flatten().any(|o| o != c && up.contains(o))
+            }
+            _ => true,
+        })
+        .map(|(&r, _)| r)
+        .collect();
+    if roots.len() != 1 {
+        return Vec::new();
+    }
+    vec![Hit { target: roots[0], how: How::Name }]
+}
+
+/// A fallback target a call from file `fi` may be guessed to: not a test file's from
+/// library code, and not nested in a function (nothing outside it can reach it).
+fn guessable(w: &World, fi: u32, target: ERef) -> bool {
+    let tf = w.file(target.0);
+    if tf.is_test && !w.file(fi).is_test {
+        return false;
+    }
+    let mut p = w.entity(target).parent;
+    while let Some(i) = p {
+        let e = &tf.entities[i as usize];
+        if matches!(e.kind, Kind::Function | Kind::Method) {
+            return false;
+        }
+        p = e.parent;
+    }
+    true
+}
+
+/// The bindings of a name in a scope (`Binding::Var`): every `ty` recorded for it.
+fn var_tys<'a>(w: &World<'a>, scope: ERef, name: &str) -> Vec<&'a str> {
+    let f = w.file(scope.0);
+    w.py_vars
+        .get(&(scope, name))
+        .map(|v| v.iter().map(|&i| f.vars[i as usize].ty.as_str()).collect())
+        .unwrap_or_default()
+}
+
+/// The classes a binding's recorded value is an instance of.
+fn value_types(w: &World, scope: ERef, ty: &str, depth: u32) -> Vec<ERef> {
+    if depth > MAX_TYPE_DEPTH {
+        return Vec::new();
+    }
+    if let Some(t) = ty.strip_prefix("T:") {
+        return match resolve_path(w, scope, t) {
+            Some(Binding::Entity(r, _)) if w.entity(r).kind.is_type() => vec![r],
+            _ => Vec::new(),
+        };
+    }
+    if let Some(callee) = ty.strip_prefix("C:") {
+        return call_types(w, scope, callee, depth + 1);
+    }
+    if let Some(path) = ty.strip_prefix("A:") {
+        return path_types(w, scope, path, u32::MAX, depth + 1);
+    }
+    Vec::new()
+}
+
+/// The classes the result of calling `callee` (a name or dotted path) is an instance of:
+/// a class called, or a function whose return type is known.
+fn call_types(w: &World, scope: ERef, callee: &str, depth: u32) -> Vec<ERef> {
+    if depth > MAX_TYPE_DEPTH {
+        return Vec::new();
+    }
+    let (receiver, name) = match callee.rsplit_once('.') {
+        Some((r, n)) => (r.to_string(), n.to_string()),
+        None => (String::new(), callee.to_string()),
+    };
+    let call = Call { owner: scope.1, line: u32::MAX, name, receiver, args: 0, new: false };
+    let mut out = Vec::new();
+    // Guessed callees say nothing sure about the value.
+    let hits: Vec<Hit> =
+        resolve_call_d(w, scope.0, &call, depth + 1).into_iter().filter(|h| h.how != How::Name).collect();
+    if hits.is_empty() && !call.receiver.is_empty() {
+        // `self.client_class()`: an attribute that holds a class (`client_class = Client`).
+        for c in path_types(w, scope, &call.receiver, u32::MAX, depth + 1) {
+            out.extend(attr_classes(w, c, &call.name));
+        }
+    }
+    for h in hits {
+        let e = w.entity(h.target);
+        if e.kind.is_type() {
+            out.push(h.target);
+        } else if e.name != "__init__" {
+            for t in var_tys(w, h.target, "->") {
+                out.extend(value_types(w, h.target, t, depth + 1));
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The classes a class attribute names (`client_class = Client` in the class body), on
+/// the nearest class of the ancestors that binds it.
+fn attr_classes(w: &World, class: ERef, attr: &str) -> Vec<ERef> {
+    for c in std::iter::once(class).chain(w.ancestors(class)) {
+        let tys = var_tys(w, c, attr);
+        if tys.is_empty() {
+            continue;
+        }
+        return tys
+            .iter()
+            .filter_map(|t| t.strip_prefix("A:"))
+            .filter_map(|p| match resolve_path(w, c, p) {
+                Some(Binding::Entity(r, _)) if w.entity(r).kind.is_type() => Some(r),
+                _ => None,
+            })
+            .collect();
+    }
+    Vec::new()
+}
+
+/// The classes the instance an attribute of a class holds is an instance of: the class
+/// body's assignments, then `self.<attr> = ...` in its methods; on the nearest class of
+/// the ancestors that binds it.
+fn attr_types(w: &World, class: ERef, attr: &str, depth: u32) -> Vec<ERef> {
+    for c in std::iter::once(class).chain(w.ancestors(class)) {
+        let mut out = Vec::new();
+        let mut bound = false;
+        for t in var_tys(w, c, attr) {
+            bound = true;
+            out.extend(value_types(w, c, t, depth + 1));
+        }
+        if let Some(bs) = w.py_self_attrs.get(&(c, attr)) {
+            for &(m, vi) in bs {
+                bound = true;
+                out.extend(value_types(w, m, &w.file(m.0).vars[vi as usize].ty, depth + 1));
+            }
+        }
+        if bound {
+            out.sort();
+            out.dedup();
+            return out;
+        }
+    }
+    Vec::new()
+}
+
+/// The classes of the instance an expression as written holds: `self`, a bound name,
+/// `self.x`, `x.y.z`, `mod.instance`, `f()`; empty when not known.
+fn path_types(w: &World, scope: ERef, path: &str, line: u32, depth: u32) -> Vec<ERef> {
+    if depth > MAX_TYPE_DEPTH {
+        return Vec::new();
+    }
+    if let Some(callee) = path.strip_suffix("()") {
+        return call_types(w, scope, callee, depth + 1);
+    }
+    // `Cls(args)` as written: the call of the path before the parenthesis that closes last.
+    if let Some(open) = path.find('(').filter(|_| path.ends_with(')')) {
+        let mut level = 0i32;
+        let closes_at_end = path[open..].char_indices().all(|(i, c)| {
+            level += match c {
+                '(' => 1,
+                ')' => -1,
+                _ => 0,
+            };
+            level > 0 || i == path.len() - open - 1
+        });
+        if closes_at_end {
+            return call_types(w, scope, &path[..open], depth + 1);
+        }
+        return Vec::new();
+    }
+    let segs: Vec<&str> = path.split('.').collect();
+    if segs.iter().any(|s| s.is_empty() || !s.chars().all(|c| c.is_alphanumeric() || c == '_')) {
+        return Vec::new();
+    }
+    // The longest prefix that names an instance, then attributes of it.
+    let (mut cur, rest): (Vec<ERef>, &[&str]) =
+        if (segs[0] == "self" || segs[0] == "cls") && !bound_here(w, scope, segs[0]) {
+            (w.enclosing_type(scope).into_iter().collect(), &segs[1..])
+        } else {
+            let mut found = None;
+            for n in (1..=segs.len()).rev() {
+                if let Some(Binding::Var(s, vi)) = resolve_path_at(w, scope, &segs[..n].join("."), line) {
+                    let name = &w.file(s.0).vars[vi as usize].name;
+                    let mut out = Vec::new();
+                    for t in var_tys(w, s, name) {
+                        out.extend(value_types(w, s, t, depth + 1));
+                    }
+                    found = Some((out, &segs[n..]));
+                    break;
+                }
+            }
+            match found {
+                Some(f) => f,
+                None => return Vec::new(),
+            }
+        };
+    for attr in rest {
+        let mut next = Vec::new();
+        for c in cur {
+            next.extend(attr_types(w, c, attr, depth + 1));
+        }
+        next.sort();
+        next.dedup();
+        cur = next;
+    }
+    cur
+}
+
+/// `self` rebound by something other than a method's first parameter.
+fn bound_here(w: &World, scope: ERef, name: &str) -> bool {
+    let e = w.entity(scope);
+    e.kind != Kind::Method && var_tys(w, scope, name).iter().any(|t| !t.is_empty())
+}
+
+/// `name` called on instances of `types`: the members found (own ones as `type`).
+fn on_instances(w: &World, types: &[ERef], name: &str) -> Vec<Hit> {
+    let mut out = Vec::new();
+    for &t in types {
+        out.extend(w.member(t, name, How::Type, &|m| callable(w.entity(m).kind)));
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// A bound name called: an alias of something callable (`qn = self.quote_name`), or an
+/// instance whose class has `__call__`.
+fn call_var(w: &World, fi: u32, scope: ERef, name: &str, depth: u32) -> Vec<Hit> {
+    let mut out = Vec::new();
+    for ty in var_tys(w, scope, name) {
+        if let Some(path) = ty.strip_prefix("A:") {
+            let (receiver, n) = match path.rsplit_once('.') {
+                Some((r, n)) => (r.to_string(), n.to_string()),
+                None => (String::new(), path.to_string()),
+            };
+            if receiver.is_empty() && n == name {
+                continue;
+            }
+            let call = Call { owner: scope.1, line: u32::MAX, name: n, receiver, args: 0, new: false };
+            let hits = resolve_call_d(w, fi, &call, depth + 1);
+            out.extend(
+                hits.into_iter().filter(|h| h.how != How::Name).map(|h| Hit { target: h.target, how: How::Type }),
+            );
+        } else {
+            let types = value_types(w, scope, ty, depth + 1);
+            out.extend(on_instances(w, &types, "__call__"));
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
 pub(super) fn resolve_call(w: &World, fi: u32, call: &Call) -> Vec<Hit> {
+    resolve_call_d(w, fi, call, 0)
+}
+
+fn resolve_call_d(w: &World, fi: u32, call: &Call, depth: u32) -> Vec<Hit> {
+    if depth > MAX_TYPE_DEPTH {
+        return Vec::new();
+    }
     let owner = (fi, call.owner);
     let name = call.name.as_str();
-    let methods_fallback = || w.fallback(Lang::Python, name, true, &|_| true);
+    // A method name builtin types also have is not guessed on an unknown receiver.
+    let methods_fallback = || {
+        if BUILTIN_METHODS.contains(&name) {
+            Vec::new()
+        } else {
+            fallback(w, fi, name, true)
+        }
+    };
     match call.receiver.as_str() {
-        "" => match lookup(w, owner, name) {
-            Some(Binding::Entity(r, how)) => {
-                if w.entity(r).kind.is_type() {
-                    instantiate(w, r, how)
-                } else {
-                    vec![Hit { target: r, how }]
+        "" => {
+            // `cls()` in a method: the class.
+            if name == "cls" {
+                if let (Some(ty), Some(Binding::Var(s, _))) =
+                    (w.enclosing_type(owner), lookup_at(w, owner, name, call.line))
+                {
+                    if w.entity(s).kind == Kind::Method {
+                        return instantiate(w, ty, How::Type);
+                    }
                 }
             }
-            Some(Binding::Module(_)) => Vec::new(),
-            None => {
-                // An import that resolves outside the repository is not guessed at.
-                if w.file(fi).imports.iter().any(|i| i.local_name() == Some(name)) {
-                    return Vec::new();
+            match lookup_at(w, owner, name, call.line) {
+                Some(Binding::Entity(r, how)) => {
+                    if w.entity(r).kind.is_type() {
+                        instantiate(w, r, how)
+                    } else {
+                        vec![Hit { target: r, how }]
+                    }
                 }
-                w.fallback(Lang::Python, name, false, &|_| true)
+                Some(Binding::Module(_)) => Vec::new(),
+                Some(Binding::Var(s, _)) => call_var(w, s.0, s, name, depth),
+                None => {
+                    // An import that resolves outside the repository is not guessed at, nor
+                    // a builtin.
+                    if BUILTINS.contains(&name) || w.file(fi).imports.iter().any(|i| i.local_name() == Some(name)) {
+                        return Vec::new();
+                    }
+                    fallback(w, fi, name, false)
+                }
             }
-        },
+        }
         "self" | "cls" => match w.enclosing_type(owner) {
             Some(ty) => {
-                let hits = on_type(w, ty, How::SelfRef, name);
+                let mut hits = on_type(w, ty, How::SelfRef, name);
+                if hits.is_empty() {
+                    // `self.model_class()` where the class body binds `model_class = Cls`.
+                    for c in attr_classes(w, ty, name) {
+                        hits.extend(instantiate(w, c, How::Type));
+                    }
+                }
                 if hits.is_empty() {
                     methods_fallback()
                 } else {
@@ -264,33 +868,42 @@ pub(super) fn resolve_call(w: &World, fi: u32, call: &Call) -> Vec<Hit> {
             Some(ty) => w.inherited_member(ty, name, &|m| callable(w.entity(m).kind)),
             None => Vec::new(),
         },
-        recv => match resolve_path(w, owner, recv) {
-            Some(Binding::Module(mf)) => match export(w, mf, name, MAX_HOPS) {
-                Some(Binding::Entity(r, _)) => {
-                    if w.entity(r).kind.is_type() {
-                        instantiate(w, r, How::Import)
+        recv => {
+            let types = path_types(w, owner, recv, call.line, depth + 1);
+            if !types.is_empty() {
+                // The receiver's class is known: its member or nothing.
+                return on_instances(w, &types, name);
+            }
+            match resolve_path_at(w, owner, recv, call.line) {
+                Some(Binding::Module(mf)) => match export(w, mf, name, MAX_HOPS) {
+                    Some(Binding::Entity(r, _)) => {
+                        if w.entity(r).kind.is_type() {
+                            instantiate(w, r, How::Import)
+                        } else {
+                            vec![Hit { target: r, how: How::Import }]
+                        }
+                    }
+                    // `mod.instance()`: its class's `__call__`, or what an alias names.
+                    Some(Binding::Var(s, vi)) => call_var(w, s.0, s, &w.file(s.0).vars[vi as usize].name, depth),
+                    _ => Vec::new(),
+                },
+                Some(Binding::Entity(r, how)) if w.entity(r).kind.is_type() => {
+                    let hits = on_type(w, r, how, name);
+                    if hits.is_empty() {
+                        methods_fallback()
                     } else {
-                        vec![Hit { target: r, how: How::Import }]
+                        hits
                     }
                 }
-                _ => Vec::new(),
-            },
-            Some(Binding::Entity(r, how)) if w.entity(r).kind.is_type() => {
-                let hits = on_type(w, r, how, name);
-                if hits.is_empty() {
+                _ => {
+                    // A receiver bound to an external import (`os.path.join`) is not guessed at.
+                    let first = recv.split('.').next().unwrap_or("");
+                    if w.file(fi).imports.iter().any(|i| i.local_name() == Some(first)) {
+                        return Vec::new();
+                    }
                     methods_fallback()
-                } else {
-                    hits
                 }
             }
-            _ => {
-                // A receiver bound to an external import (`os.path.join`) is not guessed at.
-                let first = recv.split('.').next().unwrap_or("");
-                if w.file(fi).imports.iter().any(|i| i.local_name() == Some(first)) {
-                    return Vec::new();
-                }
-                methods_fallback()
-            }
-        },
+        }
     }
 }

@@ -105,6 +105,7 @@ pub(super) fn import_target(w: &World, fi: u32, imp: &Import) -> Option<String> 
     match import_binding(w, fi, imp, MAX_HOPS)? {
         Binding::Entity(r, _) => Some(w.id(r).to_string()),
         Binding::Module(f) => Some(w.file(f).path.clone()),
+        Binding::Var(..) => None,
     }
 }
 
@@ -148,7 +149,7 @@ pub(super) fn resolve_dotted(w: &World, scope: ERef, dotted: &str) -> Option<ERe
         (Binding::Entity(r, _), None) => Some(r),
         (Binding::Module(mf), Some(n)) if !n.contains('.') => match export(w, mf, n, MAX_HOPS)? {
             Binding::Entity(r, _) => Some(r),
-            Binding::Module(_) => None,
+            Binding::Module(_) | Binding::Var(..) => None,
         },
         _ => None,
     }
@@ -185,7 +186,7 @@ pub(super) fn resolve_call(w: &World, fi: u32, call: &Call) -> Vec<Hit> {
     match call.receiver.as_str() {
         "" => match lookup(w, owner, name) {
             Some(Binding::Entity(r, how)) => vec![Hit { target: r, how }],
-            Some(Binding::Module(_)) => Vec::new(),
+            Some(Binding::Module(_) | Binding::Var(..)) => Vec::new(),
             None if is_imported(w, fi, name) => Vec::new(),
             None => w.fallback(Lang::TypeScript, name, false, &|r| callable(w.entity(r).kind)),
         },

@@ -21,7 +21,7 @@ use crate::resolve::Rows;
 
 /// Bump when the stored relations, their meaning, the resolver's output or the keyword
 /// index's schema change. 2: the keyword index. 4: bounded ids, facts say when truncated.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 
 /// The engine. Only [`open`] and [`create_fresh`] name it: past one machine, Cozo's
 /// RocksDB or TiKV storage slots in here.
@@ -104,6 +104,7 @@ pub const RELATIONS: &[(&str, &str, &str)] = &[
     ("contains", "parent: String, child: String", ""),
     ("calls", "caller: String, callee: String, line: Int", "how: String, confidence: Float"),
     ("call_site", "caller: String, line: Int, name: String, receiver: String", ""),
+    ("unresolved", "name: String, caller: String, line: Int, receiver: String", ""),
     ("imports", "file: String, line: Int, module: String, name: String", "alias: String, target: String?"),
     ("inherits", "child: String, base_name: String", "base: String?"),
     ("test_of", "test: String, target: String", ""),
@@ -305,6 +306,10 @@ fn to_tuples(
         rows.call_site.iter().map(|(c, l, n, r)| vec![s(c), DataValue::from(*l), s(n), s(r)]).collect(),
     );
     m.insert(
+        "unresolved",
+        rows.unresolved.iter().map(|(n, c, l, r)| vec![s(n), s(c), DataValue::from(*l), s(r)]).collect(),
+    );
+    m.insert(
         "imports",
         rows.imports
             .iter()
@@ -420,6 +425,7 @@ pub fn diff(old: &Rows, new: &Rows, old_facts: &[(String, Vec<u8>)], new_facts: 
     split_set(&old.contains, &new.contains, &mut puts.contains, &mut dels.contains);
     split_map(&old.calls, &new.calls, &mut puts.calls, &mut dels.calls);
     split_set(&old.call_site, &new.call_site, &mut puts.call_site, &mut dels.call_site);
+    split_set(&old.unresolved, &new.unresolved, &mut puts.unresolved, &mut dels.unresolved);
     split_map(&old.imports, &new.imports, &mut puts.imports, &mut dels.imports);
     split_map(&old.inherits, &new.inherits, &mut puts.inherits, &mut dels.inherits);
     split_set(&old.test_of, &new.test_of, &mut puts.test_of, &mut dels.test_of);

@@ -226,7 +226,7 @@ fn hundred() -> usize {
 pub struct WalkOutput {
     pub entity: String,
     pub depth: usize,
-    /// Each edge with `how` it was resolved (local, import, self, inherited, name) and its
+    /// Each edge with `how` it was resolved (local, import, self, inherited, type, name) and its
     /// confidence, nearest first.
     pub edges: Vec<Edge>,
     /// With `group`: one row per entity at the other end of the edges.
@@ -252,6 +252,17 @@ pub struct Group {
     /// The surest edge's resolution and confidence.
     pub how: String,
     pub confidence: f64,
+}
+
+/// Callers: the call sites of the entity's name that no edge attributes, counted.
+fn unattributed(store: &crate::store::Store, id: &str, page: &mut Page) -> Result<(), ToolError> {
+    if let Some(note) = g::unattributed_note(store, id)? {
+        page.note = Some(match page.note.take() {
+            Some(n) => format!("{n}; {note}"),
+            None => note,
+        });
+    }
+    Ok(())
 }
 
 fn file_of(id: &str) -> &str {
@@ -303,6 +314,9 @@ fn walk(ctx: &ToolContext, a: WalkArgs, up: bool) -> Result<WalkOutput, ToolErro
         }
         let what = if up { "callers" } else { "callees" };
         let (grouped, mut page) = page(groups, a.offset, limit, what);
+        if up {
+            unattributed(&store, &id, &mut page)?;
+        }
         if let Some(cut) = walk.truncated {
             page.truncated = true;
             page.note = Some(match page.note {
@@ -320,12 +334,15 @@ fn walk(ctx: &ToolContext, a: WalkArgs, up: bool) -> Result<WalkOutput, ToolErro
             None => cut,
         });
     }
+    if up {
+        unattributed(&store, &id, &mut page)?;
+    }
     Ok(WalkOutput { entity: id, depth, edges, grouped: None, tests_left_out, page })
 }
 
 impl TypedTool for Callers {
     const NAME: &'static str = "callers";
-    const DESCRIPTION: &'static str = "Who calls an entity, transitively up to `depth` calls (at most 5): call edges with line, how each was resolved (local, import, self, inherited, or a bare-name guess) and its confidence. Bounded: 100 edges by default, with offset for more; a walk stops at 5,000 edges or 10 s and says so (truncated, note).";
+    const DESCRIPTION: &'static str = "Who calls an entity, transitively up to `depth` calls (at most 5): call edges with line, how each was resolved (local, import, self, inherited, type, or a bare-name guess) and its confidence; says how many call sites of the name got no edge. Bounded: 100 edges by default, with offset for more; a walk stops at 5,000 edges or 10 s and says so (truncated, note).";
     type Args = WalkArgs;
     type Output = WalkOutput;
 

@@ -291,7 +291,9 @@ fn check_incremental(root: &Path, step: &str) {
 /// One change at a time, each aimed at a way resolution reaches into other files (a
 /// body edit that only moves lines, a base gaining a method, a class changing its base
 /// under a grandchild, a re-export under an alias, a module-level variable's type, a new
-/// candidate for the bare-name fallback, a test's callee going away), then every fixture
+/// candidate for the bare-name fallback, a test's callee going away, a return annotation
+/// and a `self.x` binding that type tracking follows from another file, an override that
+/// stops overriding), then every fixture
 /// file in turn has its first definition renamed and its lines shifted: after each, the
 /// incremental index equals a fresh one.
 #[test]
@@ -327,6 +329,12 @@ fn incremental_equals_full_after_each_single_edit() {
     w("app/maker.py", "from .base import Base, Other\n\n\nclass Maker(Base):\n    def make(self):\n        return 1\n");
     w("app/holder.py", "from .maker import Maker\n\nthe_maker = Maker()\n");
     w("app/user3.py", "from .holder import the_maker\n\n\ndef use3():\n    return the_maker.pong()\n");
+    w("app/fold_a.py", "class Root:\n    def fold(self):\n        return 1\n");
+    w("app/fold_b.py", "from .fold_a import Root\n\n\nclass Leafy(Root):\n    def fold(self):\n        return 2\n");
+    w("app/fold_use.py", "def use_fold(x):\n    return x.fold()\n");
+    w("app/engines.py", "from .base import Base, Other\n\n\ndef make_engine() -> Base:\n    return Base()\n");
+    w("app/service.py", "from .engines import make_engine\n\n\nclass Service:\n    def __init__(self):\n        self.engine = make_engine()\n");
+    w("app/client.py", "from .service import Service\n\n\nclass Client(Service):\n    def go(self):\n        return self.engine.ping()\n");
     w("tests/test_core.py", "from app.core import compute\nfrom app.leaf import Leaf\n\n\ndef test_compute():\n    assert compute() == 3\n\n\ndef test_leaf():\n    Leaf().run()\n");
     for (lang, p) in [("python", "shop"), ("typescript", "tasks"), ("java", "bank")] {
         let to = root.join(p);
@@ -365,6 +373,15 @@ fn incremental_equals_full_after_each_single_edit() {
         s.replace("class Maker(Other):", "class Maker(Base):\n    def pong(self):\n        return 5\n")
     });
     check_incremental(root, "that class gains the method called on the variable");
+    edit(root, "app/fold_b.py", |s| s.replace("class Leafy(Root):", "class Leafy:"));
+    check_incremental(root, "an override stops overriding: the fallback's candidates no longer fold");
+    edit(root, "app/engines.py", |s| s.replace("-> Base:", "-> Other:"));
+    check_incremental(root, "a return annotation another file's attribute type follows changes");
+    edit(root, "app/service.py", |s| {
+        s.replace("self.engine = make_engine()", "self.engine = Maker()")
+            .replace("from .engines import make_engine", "from .maker import Maker")
+    });
+    check_incremental(root, "a base class's `self.x = Cls()` binding changes under a subclass's call");
 
     // Every fixture file: rename its first definition, then shift its lines.
     let mut files: Vec<String> = Vec::new();

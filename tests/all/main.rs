@@ -21,6 +21,7 @@ mod mcp;
 mod model;
 mod pipeline;
 mod reproduce;
+mod resolution;
 mod sandbox;
 mod sandbox_copy;
 mod search;

@@ -93,7 +93,10 @@ fn graph_tools_on_shop() {
     );
     insta::assert_snapshot!("imports_pricing", s.ok("imports", json!({"path": "core/pricing.py"})));
     insta::assert_snapshot!("tests_for_fixed_off", s.ok("tests_for", json!({"name": "core/pricing.py:FixedOff"})));
-    insta::assert_snapshot!("tests_for_none", s.ok("tests_for", json!({"name": "core/pricing.py:FixedOff.apply"})));
+    insta::assert_snapshot!(
+        "tests_for_none",
+        s.ok("tests_for", json!({"name": "core/pricing.py:MemberDiscount.apply"}))
+    );
 }
 
 #[test]
