@@ -14,10 +14,11 @@ use cozo::{DataValue, DbInstance, NamedRows, ScriptMutability};
 use thiserror::Error;
 
 pub mod bounded;
+pub mod rows;
 pub(crate) mod text;
 
 use crate::extract::FileFacts;
-use crate::resolve::Rows;
+use rows::Rows;
 
 /// Bump when the stored relations, their meaning, the resolver's output or the keyword
 /// index's schema change. 2: the keyword index. 4: bounded ids, facts say when truncated.
