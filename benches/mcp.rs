@@ -200,7 +200,6 @@ fn main() {
         rows.push(row);
     }
     print("## Through an MCP session (`reproagent serve`, stdio; text content counted)", &mut rows);
-    drop(request);
     let _ = child.kill();
     let _ = child.wait();
 }
