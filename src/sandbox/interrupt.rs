@@ -219,10 +219,24 @@ fn cleanup(resources: BTreeMap<u64, Resource>, name: &str) -> Vec<String> {
         lines.extend(std::thread::spawn(move || remove_containers(containers)).join().unwrap_or_default());
     }
     for d in dirs {
-        if let Err(e) = std::fs::remove_dir_all(&d) {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                lines.push(format!("could not remove {}: {e}", d.display()));
+        // Another thread may still be copying into it: try again while it fills.
+        let mut last = None;
+        for _ in 0..20 {
+            match std::fs::remove_dir_all(&d) {
+                Ok(()) => {
+                    last = None;
+                    break;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    last = None;
+                    break;
+                }
+                Err(e) => last = Some(e),
             }
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+        if let Some(e) = last {
+            lines.push(format!("could not remove {}: {e}", d.display()));
         }
     }
     for (stage, f) in runs {

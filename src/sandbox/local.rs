@@ -60,11 +60,13 @@ impl LocalSandbox {
             .prefix(super::owner::LOCAL_PREFIX)
             .tempdir()
             .map_err(|e| SandboxError::io("creating the sandbox temp dir", e))?;
-        // Registered: `sandbox clean` removes the dir once this process is gone.
-        std::fs::write(dir.path().join(super::owner::OWNER_FILE), super::owner::this_process())
-            .map_err(|e| SandboxError::io("writing the sandbox's owner file", e))?;
         // Canonical: the confinement binds this path, and a symlink in it would escape.
         let root = dir.path().canonicalize().map_err(|e| SandboxError::io("resolving the sandbox temp dir", e))?;
+        // Registered at once: a SIGTERM from here on removes the dir, even mid-copy.
+        let _interrupt = super::interrupt::register_dir(&root);
+        // Registered: `sandbox clean` removes the dir once this process is gone.
+        std::fs::write(root.join(super::owner::OWNER_FILE), super::owner::this_process())
+            .map_err(|e| SandboxError::io("writing the sandbox's owner file", e))?;
         let (iso, why_not) = super::jail::Jail::probe(&root);
         if !iso.fs {
             if std::env::var_os(UNCONFINED_VAR).is_some_and(|v| v == "1") {
@@ -76,7 +78,6 @@ impl LocalSandbox {
                 )));
             }
         }
-        let _interrupt = super::interrupt::register_dir(&root);
         let repo = root.join("repo");
         for sub in ["home", "tmp", PYSITE] {
             std::fs::create_dir_all(root.join(sub)).map_err(|e| SandboxError::io("creating the sandbox home", e))?;
