@@ -75,7 +75,7 @@ fn workload(store: &store::Store) -> Vec<(&'static str, Vec<Value>)> {
     let names: Vec<String> = ids.iter().map(|id| id.rsplit(['.', ':']).next().unwrap().to_string()).collect();
     let classes = sample(&col("?[id] := *entity{id, kind}, kind == 'class' :order id"), 100);
     let files = sample(&col("?[path] := *file{path, lang}, lang == 'python' :order path"), 100);
-    let docs: Vec<String> = sample(&col("?[doc] := *entity{id, doc}, doc != '' :order id"), 100)
+    let docs: Vec<String> = sample(&col("?[doc, id] := *entity{id, doc}, doc != '' :order id"), 100)
         .into_iter()
         .map(|d| d.split_whitespace().take(4).collect::<Vec<_>>().join(" "))
         .collect();

@@ -112,7 +112,8 @@ fn entities(rows: &NamedRows) -> Vec<EntityInfo> {
 /// The entity with this id, if any.
 pub fn entity(store: &Store, id: &str) -> Result<Option<EntityInfo>, GraphError> {
     let r = store.query(
-        &format!("?[{ENTITY_COLS}] := *entity{{{ENTITY_COLS}}}, id = $id"),
+        // The key bound before the atom: a primary-key lookup (after it, Cozo scans).
+        &format!("?[{ENTITY_COLS}] := id = $id, *entity{{{ENTITY_COLS}}}"),
         params(&[("id", DataValue::from(id))]),
     )?;
     Ok(entities(&r).into_iter().next())
@@ -124,11 +125,19 @@ pub fn find(store: &Store, query: &str, kind: Option<&str>, limit: usize) -> Res
     let q = DataValue::from(query);
     let lower = DataValue::from(query.to_lowercase().as_str());
     let dotted = DataValue::from(format!(".{query}").as_str());
+    // A qualified-name suffix scans every entity; for a plain name it finds only what
+    // the name index does (`Foo.bar` ends with `.bar` exactly when its name is `bar`).
+    let suffix = if query.contains('.') {
+        format!("hit[{ENTITY_COLS}, rank] := *entity{{{ENTITY_COLS}}}, ends_with(qname, $dotted), rank = 2")
+    } else {
+        String::new()
+    };
     let script = format!(
-        "hit[{ENTITY_COLS}, rank] := *entity{{{ENTITY_COLS}}}, id = $q, rank = 0
-         hit[{ENTITY_COLS}, rank] := *entity{{{ENTITY_COLS}}}, name = $q, rank = 1
-         hit[{ENTITY_COLS}, rank] := *entity{{{ENTITY_COLS}}}, ends_with(qname, $dotted), rank = 2
-         hit[{ENTITY_COLS}, rank] := *entity{{{ENTITY_COLS}}}, str_includes(lowercase(name), $lower), rank = 3
+        "hit[{ENTITY_COLS}, rank] := id = $q, *entity{{{ENTITY_COLS}}}, rank = 0
+         hit[{ENTITY_COLS}, rank] := *entity:by_name{{name: $q, id}}, *entity{{{ENTITY_COLS}}}, rank = 1
+         {suffix}
+         hit[{ENTITY_COLS}, rank] := *entity:by_name{{name, id}}, str_includes(lowercase(name), $lower),
+             *entity{{{ENTITY_COLS}}}, rank = 3
          best[id, min(rank)] := hit[id, _, _, _, _, _, _, _, rank]
          ?[{ENTITY_COLS}, rank] := best[id, rank], hit[{ENTITY_COLS}, rank]
          :order rank, id"
@@ -569,7 +578,7 @@ fn import_rows(r: &NamedRows) -> Vec<ImportRow> {
 }
 
 pub fn imports(store: &Store, file: &str) -> Result<ImportsInfo, GraphError> {
-    let known = store.query("?[p] := *file{path: p}, p = $f", params(&[("f", DataValue::from(file))]))?;
+    let known = store.query("?[p] := p = $f, *file{path: p}", params(&[("f", DataValue::from(file))]))?;
     if known.rows.is_empty() {
         let all = store.query("?[p] := *file{path: p}", BTreeMap::new())?;
         let base = file.rsplit('/').next().unwrap_or(file);
@@ -578,7 +587,7 @@ pub fn imports(store: &Store, file: &str) -> Result<ImportsInfo, GraphError> {
     }
     let p = || params(&[("f", DataValue::from(file))]);
     let out = store.query(
-        "?[file, line, module, name, alias, target] := *imports{file, line, module, name, alias, target}, file = $f :order line",
+        "?[file, line, module, name, alias, target] := file = $f, *imports{file, line, module, name, alias, target} :order line",
         p(),
     )?;
     let inb = store.query(
