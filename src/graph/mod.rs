@@ -136,8 +136,7 @@ pub fn find(store: &Store, query: &str, kind: Option<&str>, limit: usize) -> Res
         "hit[{ENTITY_COLS}, rank] := id = $q, *entity{{{ENTITY_COLS}}}, rank = 0
          hit[{ENTITY_COLS}, rank] := *entity:by_name{{name: $q, id}}, *entity{{{ENTITY_COLS}}}, rank = 1
          {suffix}
-         hit[{ENTITY_COLS}, rank] := *entity:by_name{{name, id}}, str_includes(lowercase(name), $lower),
-             *entity{{{ENTITY_COLS}}}, rank = 3
+         hit[{ENTITY_COLS}, rank] := *entity{{{ENTITY_COLS}}}, str_includes(lowercase(name), $lower), rank = 3
          best[id, min(rank)] := hit[id, _, _, _, _, _, _, _, rank]
          ?[{ENTITY_COLS}, rank] := best[id, rank], hit[{ENTITY_COLS}, rank]
          :order rank, id"
