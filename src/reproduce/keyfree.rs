@@ -435,7 +435,8 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
         run_dir: run.path.display().to_string(),
         test_path: Some(test.path.clone()),
         test_code: Some(test.code.clone()),
-        command: Some(command),
+        // What a user types: the runner's line without the run's report plumbing.
+        command: Some(super::pipeline::user_command(&command)),
         failure,
         written: false,
         probe: None,

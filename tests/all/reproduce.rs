@@ -78,6 +78,9 @@ fn fail_before_pass_after(bug: &str, expected_kind: &str, framework: &str) {
     let names: Vec<&str> = record.tool_calls.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["localize", "run_test"], "{bug}");
     assert!(record.sandbox.starts_with("local"), "{bug}: {}", record.sandbox);
+    let command = o.command.as_deref().unwrap();
+    // What a user types: no report plumbing (Java compiles into `.reproagent-run/`).
+    assert!(!command.starts_with("rm -rf") && !command.contains("--junitxml"), "{bug}: {command}");
     let generation: serde_json::Value =
         serde_json::from_slice(&std::fs::read(run_dir.join("generation.json")).unwrap()).unwrap();
     assert_eq!(generation["reviews"].as_array().unwrap().len(), 3);
