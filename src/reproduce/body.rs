@@ -12,94 +12,8 @@ use std::path::Path;
 use crate::localize::IssueFacts;
 use crate::store::Store;
 
-/// Python's builtins and the names every module has: never free.
-const BUILTINS: &[&str] = &[
-    "abs",
-    "aiter",
-    "all",
-    "anext",
-    "any",
-    "ascii",
-    "bin",
-    "bool",
-    "breakpoint",
-    "bytearray",
-    "bytes",
-    "callable",
-    "chr",
-    "classmethod",
-    "compile",
-    "complex",
-    "delattr",
-    "dict",
-    "dir",
-    "divmod",
-    "enumerate",
-    "eval",
-    "exec",
-    "filter",
-    "float",
-    "format",
-    "frozenset",
-    "getattr",
-    "globals",
-    "hasattr",
-    "hash",
-    "help",
-    "hex",
-    "id",
-    "input",
-    "int",
-    "isinstance",
-    "issubclass",
-    "iter",
-    "len",
-    "list",
-    "locals",
-    "map",
-    "max",
-    "memoryview",
-    "min",
-    "next",
-    "object",
-    "oct",
-    "open",
-    "ord",
-    "pow",
-    "print",
-    "property",
-    "range",
-    "repr",
-    "reversed",
-    "round",
-    "set",
-    "setattr",
-    "slice",
-    "sorted",
-    "staticmethod",
-    "str",
-    "sum",
-    "super",
-    "tuple",
-    "type",
-    "vars",
-    "zip",
-    "__import__",
-    "__name__",
-    "__file__",
-    "__doc__",
-    "__builtins__",
-    "NotImplemented",
-    "Ellipsis",
-    "self",
-    "cls",
-    "exit",
-    "quit",
-    "copyright",
-    "credits",
-    "license",
-    "__class__",
-];
+/// Names every module (or method) has besides Python's builtins: never free.
+const MODULE_NAMES: &[&str] = &["__builtins__", "__class__", "__doc__", "__file__", "__name__", "cls", "self"];
 
 /// Module aliases by convention, when neither the issue nor the repository shows one.
 const CONVENTIONAL: &[(&str, &str)] = &[
@@ -114,7 +28,8 @@ const CONVENTIONAL: &[(&str, &str)] = &[
 ];
 
 fn is_builtin(n: &str) -> bool {
-    BUILTINS.contains(&n)
+    crate::lang::PYTHON_BUILTINS.contains(&n)
+        || MODULE_NAMES.contains(&n)
         || n.ends_with("Error") && n.chars().next().is_some_and(char::is_uppercase)
         || matches!(
             n,
