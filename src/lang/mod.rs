@@ -147,37 +147,6 @@ fn glob_match(pattern: &str, name: &str) -> bool {
     true
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn descriptors_parse_and_queries_compile() {
-        for lang in Lang::all() {
-            let d = lang.descriptor();
-            assert_eq!(d.name, lang.name());
-            let q = lang.tags_query(None).unwrap();
-            for path in ["a.ts", "a.tsx"] {
-                tree_sitter::Query::new(&lang.ts_language(path), &q).unwrap_or_else(|e| panic!("{}: {e}", lang.name()));
-            }
-        }
-    }
-
-    #[test]
-    fn test_paths() {
-        let py = &Lang::Python.descriptor().tests;
-        assert!(is_test_path(py, "pkg/tests/helpers.py"));
-        assert!(is_test_path(py, "test_models.py"));
-        assert!(!is_test_path(py, "pkg/testing.py"));
-        let ts = &Lang::TypeScript.descriptor().tests;
-        assert!(is_test_path(ts, "src/a.test.ts"));
-        assert!(!is_test_path(ts, "src/a.ts"));
-        let java = &Lang::Java.descriptor().tests;
-        assert!(is_test_path(java, "src/test/java/a/FooTest.java"));
-        assert!(!is_test_path(java, "src/main/java/a/Foo.java"));
-    }
-}
-
 /// The names Python's `builtins` module defines (functions, types, exceptions, constants):
 /// a free name in a snippet that is one of these needs no import, and a bare call of one
 /// that the code does not bind is never guessed at.
@@ -320,3 +289,34 @@ pub const PYTHON_BUILTINS: &[&str] = &[
     "Warning",
     "ZeroDivisionError",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptors_parse_and_queries_compile() {
+        for lang in Lang::all() {
+            let d = lang.descriptor();
+            assert_eq!(d.name, lang.name());
+            let q = lang.tags_query(None).unwrap();
+            for path in ["a.ts", "a.tsx"] {
+                tree_sitter::Query::new(&lang.ts_language(path), &q).unwrap_or_else(|e| panic!("{}: {e}", lang.name()));
+            }
+        }
+    }
+
+    #[test]
+    fn test_paths() {
+        let py = &Lang::Python.descriptor().tests;
+        assert!(is_test_path(py, "pkg/tests/helpers.py"));
+        assert!(is_test_path(py, "test_models.py"));
+        assert!(!is_test_path(py, "pkg/testing.py"));
+        let ts = &Lang::TypeScript.descriptor().tests;
+        assert!(is_test_path(ts, "src/a.test.ts"));
+        assert!(!is_test_path(ts, "src/a.ts"));
+        let java = &Lang::Java.descriptor().tests;
+        assert!(is_test_path(java, "src/test/java/a/FooTest.java"));
+        assert!(!is_test_path(java, "src/main/java/a/Foo.java"));
+    }
+}
