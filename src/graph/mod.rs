@@ -152,6 +152,71 @@ pub fn find(store: &Store, query: &str, kind: Option<&str>, limit: usize) -> Res
     Ok(out)
 }
 
+/// Every entity's id, kind, name and qualified name, in id order: what `find` and
+/// `nearest` scan, held in memory so that a session scans it without the store (the
+/// tools keep one per `graph.db`). Same answers as [`find`] and [`nearest`].
+pub struct NameTable {
+    /// (id, kind, name, qname, lowercase name)
+    rows: Vec<(String, String, String, String, String)>,
+}
+
+impl NameTable {
+    pub fn load(store: &Store) -> Result<NameTable, GraphError> {
+        let r = store.query("?[id, kind, name, qname] := *entity{id, kind, name, qname} :order id", BTreeMap::new())?;
+        let rows = r
+            .rows
+            .iter()
+            .map(|x| {
+                let name = str_of(&x[2]);
+                let lower = name.to_lowercase();
+                (str_of(&x[0]), str_of(&x[1]), name, str_of(&x[3]), lower)
+            })
+            .collect();
+        Ok(NameTable { rows })
+    }
+
+    /// The ids [`find`] gives, in its order: an exact id, exact names, qualified names
+    /// ending in `.query`, names containing it (case-insensitive).
+    pub fn find_ids(&self, query: &str, kind: Option<&str>, limit: usize) -> Vec<String> {
+        let lower = query.to_lowercase();
+        let dotted = format!(".{query}");
+        let mut hits: Vec<(u8, &str)> = self
+            .rows
+            .iter()
+            .filter(|(_, k, ..)| kind.is_none_or(|want| k == want))
+            .filter_map(|(id, _, name, qname, lname)| {
+                let rank = if id == query {
+                    0
+                } else if name == query {
+                    1
+                } else if query.contains('.') && qname.ends_with(&dotted) {
+                    2
+                } else if lname.contains(&lower) {
+                    3
+                } else {
+                    return None;
+                };
+                Some((rank, id.as_str()))
+            })
+            .collect();
+        hits.sort();
+        hits.into_iter().take(limit).map(|(_, id)| id.to_string()).collect()
+    }
+
+    /// The ids [`nearest`] gives.
+    pub fn nearest(&self, query: &str, limit: usize) -> Vec<String> {
+        let q = query.rsplit([':', '.']).next().unwrap_or(query).to_lowercase();
+        let mut scored: Vec<(usize, &str)> = self
+            .rows
+            .iter()
+            .map(|(id, _, _, _, lname)| (levenshtein(&q, lname), id.as_str()))
+            .filter(|(d, _)| *d <= q.len().max(3) / 2 + 1)
+            .collect();
+        scored.sort();
+        scored.into_iter().take(limit).map(|(_, id)| id.to_string()).collect()
+    }
+}
+
 /// Names that look like `query`, for a "did you mean": by edit distance over names.
 pub fn nearest(store: &Store, query: &str, limit: usize) -> Result<Vec<String>, GraphError> {
     let r = store.query("?[id, name] := *entity{id, name}", BTreeMap::new())?;

@@ -70,7 +70,11 @@ impl TypedTool for FindEntity {
                 note: None,
             });
         }
-        let mut hits = g::find(&store, &a.name, a.kind.as_deref(), limit + 1)?;
+        let names = ctx.names(&store)?;
+        let mut hits = Vec::new();
+        for id in names.find_ids(&a.name, a.kind.as_deref(), limit + 1) {
+            hits.extend(g::entity(&store, &id)?);
+        }
         if !hits.is_empty() {
             let truncated = hits.len() > limit;
             hits.truncate(limit);
@@ -80,7 +84,7 @@ impl TypedTool for FindEntity {
             return Ok(FindEntityOutput { name: a.name, matched: "exact", entities: hits, truncated, note });
         }
         let mut near = Vec::new();
-        for id in g::nearest(&store, &a.name, 50)? {
+        for id in names.nearest(&a.name, 50) {
             if let Some(e) = g::entity(&store, &id)? {
                 if a.kind.as_deref().is_none_or(|k| e.kind == k) {
                     near.push(e);

@@ -351,6 +351,8 @@ pub struct ToolContext {
     root: PathBuf,
     store: Mutex<Option<(Arc<Store>, paths::DbStamp)>>,
     freshness: Mutex<Freshness>,
+    /// The entity names `find_entity` and the "did you mean"s scan, per `graph.db`.
+    names: Mutex<Option<(paths::DbStamp, Arc<crate::graph::NameTable>)>>,
     pub(crate) thoughts: Mutex<thinking::ThoughtRecord>,
     pub(crate) runtime: Option<runtime::RuntimeContext>,
 }
@@ -364,6 +366,7 @@ impl ToolContext {
             root,
             store: Mutex::new(None),
             freshness: Mutex::new(Freshness::default()),
+            names: Mutex::new(None),
             thoughts: Mutex::new(thinking::ThoughtRecord::default()),
             runtime: None,
         })
@@ -402,6 +405,23 @@ impl ToolContext {
         let stale = fresh.check(&self.root, &store, stamp.as_ref())?;
         STALE.with(|s| *s.borrow_mut() = stale);
         Ok(store)
+    }
+
+    /// The entity name table of the index `store` was opened from, read once per
+    /// `graph.db` (the store is from [`ToolContext::store`]).
+    pub(crate) fn names(&self, store: &Store) -> Result<Arc<crate::graph::NameTable>, ToolError> {
+        let stamp = paths::DbStamp::of(&crate::store::db_path(&self.root));
+        let mut guard = self.names.lock().map_err(|_| ToolError::Other("name table lock poisoned".into()))?;
+        if let (Some((st, t)), Some(now)) = (guard.as_ref(), stamp.as_ref()) {
+            if st == now {
+                return Ok(t.clone());
+            }
+        }
+        let t = Arc::new(crate::graph::NameTable::load(store)?);
+        if let Some(now) = stamp {
+            *guard = Some((now, t.clone()));
+        }
+        Ok(t)
     }
 
     /// A path argument, checked: inside the root (symlinks resolved) and existing.

@@ -5,7 +5,6 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{ToolContext, ToolError, TypedTool};
-use crate::graph as g;
 use crate::search::{SearchHit, SearchIndex};
 
 pub struct SearchCode;
@@ -77,7 +76,8 @@ impl TypedTool for SearchCode {
                 Vec::new(),
             )
         } else if hits.is_empty() && a.offset == 0 {
-            let nearest = g::nearest(&store, crate::extract::truncate(a.query.trim().to_string(), 200).as_str(), 5)?;
+            let nearest =
+                ctx.names(&store)?.nearest(crate::extract::truncate(a.query.trim().to_string(), 200).as_str(), 5);
             let note = if nearest.is_empty() {
                 format!("no hit for '{}' and no entity has a close name; try grep, or other words", a.query)
             } else {

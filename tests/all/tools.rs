@@ -443,3 +443,28 @@ fn read_entity_dotted_names_and_walk_filters() {
     let calls: u64 = rows.iter().map(|r| r["calls"].as_u64().unwrap()).sum();
     assert_eq!(calls as usize, all["edges"].as_array().unwrap().len());
 }
+
+/// The in-memory name table `find_entity` scans gives what the Datalog `graph::find` and
+/// `graph::nearest` give, query for query.
+#[test]
+fn the_name_table_answers_as_the_graph_queries_do() {
+    let s = shop();
+    let store = reproagent::store::open(&reproagent::store::db_path(&s.dir.path().canonicalize().unwrap())).unwrap();
+    let table = reproagent::graph::NameTable::load(&store).unwrap();
+    for (q, kind) in [
+        ("Order", None),
+        ("order", None),
+        ("total", Some("method")),
+        ("core/models.py:Order", None),
+        ("Order.total", None),
+        ("models.Order", None),
+        ("e", None),
+        ("e", Some("class")),
+        ("zzz_nothing", None),
+    ] {
+        let want: Vec<String> =
+            reproagent::graph::find(&store, q, kind, 500).unwrap().into_iter().map(|e| e.id).collect();
+        assert_eq!(table.find_ids(q, kind, 500), want, "{q} {kind:?}");
+        assert_eq!(table.nearest(q, 5), reproagent::graph::nearest(&store, q, 5).unwrap(), "{q}");
+    }
+}
