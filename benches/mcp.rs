@@ -8,9 +8,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test or a benchmark stops at the first surprise
 
-use std::collections::BTreeMap;
+mod common;
+
+use common::{copy_tree, corpus, percentile, strings};
+
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -18,46 +20,6 @@ use reproagent::index::{self, Options};
 use reproagent::store;
 use reproagent::tools::{self, ToolContext};
 use serde_json::{json, Value};
-
-fn corpus() -> Option<PathBuf> {
-    if let Ok(p) = std::env::var("REPROAGENT_BENCH_CORPUS") {
-        return Some(PathBuf::from(p));
-    }
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/data/django");
-    data.join("django").is_dir().then_some(data)
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let t = e.file_type().unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_name() == ".reproagent" {
-            continue;
-        }
-        if t.is_dir() {
-            std::fs::create_dir_all(&dest).unwrap();
-            copy_tree(&e.path(), &dest);
-        } else if t.is_file() {
-            std::fs::copy(e.path(), &dest).unwrap();
-        }
-    }
-}
-
-fn percentile(v: &mut [Duration], p: f64) -> f64 {
-    v.sort();
-    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
-    v[i].as_secs_f64() * 1000.0
-}
-
-fn strings(store: &store::Store, q: &str) -> Vec<Vec<String>> {
-    store
-        .query(q, BTreeMap::new())
-        .unwrap()
-        .rows
-        .iter()
-        .map(|r| r.iter().map(|v| v.get_str().map(str::to_string).unwrap_or_else(|| format!("{v:?}"))).collect())
-        .collect()
-}
 
 /// Every `n`-th of `v`, `k` of them: the same sample every run.
 fn sample(v: &[String], k: usize) -> Vec<String> {

@@ -9,39 +9,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test or a benchmark stops at the first surprise
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+mod common;
+
+use common::{copy_tree, corpus, percentile, strings};
+
+use std::path::Path;
+use std::time::Instant;
 
 use reproagent::graph;
 use reproagent::index::{self, Options};
 use reproagent::search::SearchIndex;
 use reproagent::store;
-
-fn corpus() -> Option<PathBuf> {
-    if let Ok(p) = std::env::var("REPROAGENT_BENCH_CORPUS") {
-        return Some(PathBuf::from(p));
-    }
-    // fetch.sh unpacks the Django sdist into benches/data/django/.
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/data/django");
-    data.join("django").is_dir().then_some(data)
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let t = e.file_type().unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_name() == ".reproagent" {
-            continue;
-        }
-        if t.is_dir() {
-            std::fs::create_dir_all(&dest).unwrap();
-            copy_tree(&e.path(), &dest);
-        } else if t.is_file() {
-            std::fs::copy(e.path(), &dest).unwrap();
-        }
-    }
-}
 
 fn dir_size(p: &Path) -> u64 {
     let Ok(meta) = std::fs::symlink_metadata(p) else { return 0 };
@@ -51,28 +29,9 @@ fn dir_size(p: &Path) -> u64 {
     std::fs::read_dir(p).map(|rd| rd.flatten().map(|e| dir_size(&e.path())).sum()).unwrap_or(0)
 }
 
-fn percentile(v: &mut [Duration], p: f64) -> f64 {
-    v.sort();
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
-    v[i].as_secs_f64() * 1000.0
-}
-
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
-}
-
-fn strings(store: &store::Store, q: &str) -> Vec<Vec<String>> {
-    store
-        .query(q, BTreeMap::new())
-        .unwrap()
-        .rows
-        .iter()
-        .map(|r| r.iter().map(|v| v.get_str().map(str::to_string).unwrap_or_else(|| format!("{v:?}"))).collect())
-        .collect()
 }
 
 fn main() {

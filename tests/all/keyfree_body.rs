@@ -15,7 +15,7 @@ use reproagent::store;
 use crate::common::*;
 use crate::reproduce::run_in;
 
-fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
+pub(crate) fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     for (p, text) in files {
         let path = dir.path().join(p);
@@ -25,13 +25,13 @@ fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
     dir
 }
 
-fn keyfree_run(root: &Path, issue: &str) -> Outcome {
+pub(crate) fn keyfree_run(root: &Path, issue: &str) -> Outcome {
     index_with(root, 2, false);
     keyfree::run(&keyfree_request(root, &root.join("issue-42.md"), issue)).unwrap()
 }
 
 /// Reproduced on the buggy tree, and the same test passes on the fixed one.
-fn reproduced_and_fixed(buggy: &[(&str, &str)], fix: (&str, &str), issue: &str) -> Outcome {
+pub(crate) fn reproduced_and_fixed(buggy: &[(&str, &str)], fix: (&str, &str), issue: &str) -> Outcome {
     let repo = tree(buggy);
     let o = keyfree_run(repo.path(), issue);
     assert_eq!(o.status, Status::Reproduced, "{}\n{}", o.reason, o.test_code.as_deref().unwrap_or(""));

@@ -3,42 +3,9 @@
 //! `pytester` where the project tests itself that way. Each reproduced test is run again
 //! after the fix and must pass there; an example whose failure cannot be checked is refused.
 
-use std::path::Path;
+use reproagent::reproduce::Status;
 
-use reproagent::reproduce::{keyfree, Outcome, Status};
-use reproagent::sandbox::runners::TestStatus;
-
-use crate::common::*;
-use crate::reproduce::run_in;
-
-fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    for (p, text) in files {
-        let path = dir.path().join(p);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
-    dir
-}
-
-fn keyfree_run(root: &Path, issue: &str) -> Outcome {
-    index_with(root, 2, false);
-    keyfree::run(&keyfree_request(root, &root.join("issue-7.md"), issue)).unwrap()
-}
-
-/// Reproduced on the buggy tree, and the same test passes on the fixed one.
-fn reproduced_and_fixed(buggy: &[(&str, &str)], fix: (&str, &str), issue: &str) -> Outcome {
-    let repo = tree(buggy);
-    let o = keyfree_run(repo.path(), issue);
-    assert_eq!(o.status, Status::Reproduced, "{}\n{}", o.reason, o.test_code.as_deref().unwrap_or(""));
-    let mut files: Vec<(&str, &str)> = buggy.iter().filter(|(p, _)| *p != fix.0).copied().collect();
-    files.push(fix);
-    let fixed = tree(&files);
-    let path = o.test_path.clone().unwrap();
-    let code = o.test_code.clone().unwrap();
-    assert_eq!(run_in(fixed.path(), &path, &code, "pytest"), TestStatus::Passed, "must pass after the fix:\n{code}");
-    o
-}
+use crate::keyfree_body::{keyfree_run, reproduced_and_fixed, tree};
 
 // A library whose default list is shared between callers: one test module's append
 // shows up in the next module.

@@ -34,16 +34,7 @@ impl Client {
             .spawn()
             .unwrap();
         let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = lines_of(child.stdout.take().unwrap());
         Client { child, stdin: Some(stdin), lines, next_id: 1 }
     }
 
@@ -309,17 +300,9 @@ fn a_cancelled_call_stops_its_work() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, log) = channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut c = Client { stdin: child.stdin.take(), lines: stdout_lines(&mut child), child, next_id: 1 };
+    let log = lines_of(child.stderr.take().unwrap());
+    let lines = lines_of(child.stdout.take().unwrap());
+    let mut c = Client { stdin: child.stdin.take(), lines, child, next_id: 1 };
     initialize(&mut c);
     // Uncancelled, the search runs to its bound of 100,000 partial chains or 10 s.
     let id = c.next_id;
@@ -344,11 +327,11 @@ fn a_cancelled_call_stops_its_work() {
     assert_eq!(r["isError"], false, "{r}");
 }
 
-fn stdout_lines(child: &mut Child) -> Receiver<String> {
-    let stdout = child.stdout.take().unwrap();
+/// The lines a child writes to a pipe, as they come.
+fn lines_of(pipe: impl std::io::Read + Send + 'static) -> Receiver<String> {
     let (tx, lines) = channel();
     std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
+        for line in BufReader::new(pipe).lines() {
             let Ok(line) = line else { break };
             if tx.send(line).is_err() {
                 break;

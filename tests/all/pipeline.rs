@@ -1086,7 +1086,7 @@ fn the_committed_cassettes_replay_a_full_run_per_language_offline() {
 /// Re-record the committed cassettes (after a change to the prompts or the requests):
 /// `REPROAGENT_RECORD_CASSETTES=1 cargo test --test all pipeline::record_the_committed_cassettes -- --ignored`.
 #[test]
-#[ignore]
+#[ignore = "a generator, not a check: it rewrites fixtures/cassettes/, which the_committed_cassettes_replay_a_full_run_per_language_offline replays in CI"]
 fn record_the_committed_cassettes() {
     if std::env::var_os("REPROAGENT_RECORD_CASSETTES").is_none() {
         return;
