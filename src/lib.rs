@@ -6,7 +6,7 @@
 //! (or replays a cassette of it).
 
 pub mod bench;
-pub mod cancel;
+pub(crate) mod cancel;
 pub mod cli;
 pub mod confine;
 pub mod extract;

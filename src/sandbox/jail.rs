@@ -7,6 +7,18 @@
 //! uid and gid comes with it. The network namespace (loopback only) is made in the same
 //! step. [`Jail::probe`] runs `/bin/true` confined once, so a kernel or policy that
 //! refuses is known when the sandbox opens, with the reason, never on the first test.
+//!
+//! A read-only mount namespace alone does not hold: the host's `/proc` lets a command
+//! walk into another process's namespace (`open("/proc/$PPID/cwd/x", "w")` follows the
+//! parent's working directory into the writable tree; `/proc/1/root/var/run/docker.sock`
+//! reaches the real socket). So the command also gets its own PID namespace with a fresh
+//! `/proc` that shows only its own processes. The forked child cannot enter a PID
+//! namespace itself, so it forks twice: the first fork's child is the namespace's init
+//! (PID 1), which reaps and waits for the command (PID 2); the command is never PID 1,
+//! so signals reach it as anywhere. When the command ends, init exits with its status and
+//! the kernel kills whatever is left in the namespace: no process of the command outlives
+//! it, `setsid` or not. Each waiting process exits with the status of the one it waits
+//! for (a signal `s` as `128 + s`).
 
 use std::ffi::CString;
 use std::path::Path;
@@ -14,7 +26,8 @@ use std::path::Path;
 /// What the sandbox could have, found by [`Jail::probe`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Isolation {
-    /// Read-only tree outside the sandbox dir, Docker socket hidden.
+    /// Read-only tree outside the sandbox dir, Docker socket hidden, its own PID
+    /// namespace and `/proc`.
     pub fs: bool,
     /// Private network namespace with only loopback.
     pub net: bool,
@@ -145,7 +158,7 @@ impl Jail {
         let err = std::io::Error::last_os_error;
         let mut flags = 0;
         if self.fs {
-            flags |= libc::CLONE_NEWNS;
+            flags |= libc::CLONE_NEWNS | libc::CLONE_NEWPID;
         }
         if self.net {
             flags |= libc::CLONE_NEWNET;
@@ -221,9 +234,76 @@ impl Jail {
             if libc::chdir(self.cwd.as_ptr()) != 0 {
                 return Err(err());
             }
+            // Into the PID namespace: this process waits outside it for its init.
+            wait_in_fork()?;
+            // Here: PID 1 of the new namespace. Its own /proc, then the command as PID 2.
+            mount_proc()?;
+            wait_in_fork()?;
         }
         Ok(())
     }
+}
+
+/// Fork; the parent waits for the child and exits with its status, never returning; the
+/// child returns. The parent closes every descriptor past stdio first: it never execs, so
+/// it must not hold the pipe on which `Command` learns that the exec succeeded (spawn
+/// would wait for the whole command), nor any other the command's caller reads.
+///
+/// SAFETY: between fork and exec; async-signal-safe syscalls only.
+unsafe fn wait_in_fork() -> std::io::Result<()> {
+    let pid = libc::fork();
+    if pid < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if pid == 0 {
+        // The child dies with its waiter (which is in its process group, so a group kill
+        // takes both at once anyway).
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+        return Ok(());
+    }
+    libc::syscall(libc::SYS_close_range, 3 as libc::c_uint, libc::c_uint::MAX, 0 as libc::c_uint);
+    // As the namespace's init: reap every orphan until the command itself ends.
+    let mut status: libc::c_int = 0;
+    loop {
+        let r = libc::waitpid(-1, &mut status, 0);
+        if r == pid {
+            break;
+        }
+        if r < 0 && *libc::__errno_location() != libc::EINTR {
+            libc::_exit(127);
+        }
+    }
+    if libc::WIFEXITED(status) {
+        libc::_exit(libc::WEXITSTATUS(status));
+    }
+    if libc::WIFSIGNALED(status) {
+        libc::_exit(128 + libc::WTERMSIG(status));
+    }
+    libc::_exit(127)
+}
+
+/// A fresh `/proc` for the new PID namespace; where the kernel refuses one (a user
+/// namespace under a `/proc` with covered entries, as in some containers), an empty
+/// read-only tmpfs, so the host's processes are not reachable either way.
+///
+/// SAFETY: between fork and exec; async-signal-safe syscalls only.
+unsafe fn mount_proc() -> std::io::Result<()> {
+    let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    if libc::mount(c"proc".as_ptr(), c"/proc".as_ptr(), c"proc".as_ptr(), flags, std::ptr::null()) == 0 {
+        return Ok(());
+    }
+    let opts = c"mode=0555,size=4k";
+    if libc::mount(
+        c"tmpfs".as_ptr(),
+        c"/proc".as_ptr(),
+        c"tmpfs".as_ptr(),
+        flags | libc::MS_RDONLY,
+        opts.as_ptr().cast(),
+    ) == 0
+    {
+        return Ok(());
+    }
+    Err(std::io::Error::last_os_error())
 }
 
 /// Write a small value to a /proc file (async-signal-safe: open, write, close).

@@ -1,13 +1,13 @@
 //! The local sandbox, for machines without Docker: a temporary copy of the repository,
 //! each command in its own session and process group with a timeout that kills the
-//! whole group, rlimits, a scrubbed environment, and its own mount and network
+//! whole group, rlimits, a scrubbed environment, and its own mount, PID and network
 //! namespaces ([`super::jail`]): the tree read-only but the sandbox's temp dir, the
-//! Docker socket covered, only loopback. Without a mount namespace it refuses to open.
+//! Docker socket covered, a `/proc` of its own processes only, only loopback. Without a
+//! mount namespace it refuses to open.
 //!
-//! It is weaker than the container: a process that calls `setsid` itself leaves the
-//! group, RLIMIT_NPROC does not bind root, RLIMIT_DATA is not a cgroup, the rest of the
-//! file system is readable and the host's processes are visible. The container is the
-//! default whenever it can be had.
+//! It is weaker than the container: RLIMIT_NPROC does not bind root, RLIMIT_DATA is not
+//! a cgroup, and the rest of the file system is readable. The container is the default
+//! whenever it can be had.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

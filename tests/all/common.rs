@@ -143,6 +143,28 @@ pub fn wait_for_sandbox_file_in(tmp: &Path, pid: u32, rel: &str, secs: u64) -> P
     }
 }
 
+/// The host pids of the processes named `comm` (any name: `""`) whose working directory
+/// is under `dir`: a local sandbox's command runs in its own PID namespace, so the pid it
+/// prints (`$!`, `os.getpid()`) is not the host's.
+pub fn processes_in(dir: &Path, comm: &str) -> Vec<i32> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let in_dir = std::fs::read_link(e.path().join("cwd")).is_ok_and(|c| c.starts_with(dir));
+        if in_dir && (comm.is_empty() || std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim() == comm))
+        {
+            v.push(pid);
+        }
+    }
+    v
+}
+
+/// Is `pid` alive (not gone, not a zombie)?
+pub fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .is_ok_and(|s| !s.lines().any(|l| l.starts_with("State:") && l.contains('Z')))
+}
+
 /// A key-free request in the local sandbox with the defaults the tests share (120 s a run,
 /// no write, no resume, the environment resolved by the run); vary a field with
 /// `Request { timeout_secs: 300, ..keyfree_request(...) }`.

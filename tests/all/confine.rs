@@ -131,6 +131,42 @@ fn a_fifo_is_refused_by_type_by_read_file_grep_and_index_without_blocking() {
     }
 }
 
+/// The files `reproduce` reads to choose a runner and a configuration (`pytest.ini`,
+/// `pyproject.toml`, `manage.py`, `reproagent.toml`) go through the checked reader: a FIFO
+/// does not block and a symlink out of the repository is not read.
+#[test]
+fn runner_and_config_files_are_read_through_the_checked_reader() {
+    let e = evil();
+    let mkfifo = |p: &Path| {
+        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo on a path we own.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    };
+    mkfifo(&e.repo.join("pytest.ini"));
+    mkfifo(&e.repo.join("reproagent.toml"));
+    write(&e.outside, "manage.py", "import django\n");
+    write(&e.outside, "pyproject.toml", "[tool.pytest.ini_options]\ntestpaths = [\"outside\"]\n");
+    std::os::unix::fs::symlink(e.outside.join("manage.py"), e.repo.join("manage.py")).unwrap();
+    std::os::unix::fs::symlink(e.outside.join("pyproject.toml"), e.repo.join("pyproject.toml")).unwrap();
+    let repo = e.repo.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let pytest = sandbox::runners::PytestConfig::read(&repo);
+        let django = sandbox::runners::is_django_project(&repo);
+        let model = reproagent::model::config::FileConfig::load(&repo).map(|_| ()).map_err(|e| e.to_string());
+        let env = sandbox::env::load_toml(&repo).map(|_| ()).map_err(|e| e.to_string());
+        let _ = tx.send((pytest.map(|c| c.testpaths), django, model, env));
+    });
+    let (pytest, django, model, env) =
+        rx.recv_timeout(Duration::from_secs(20)).expect("a read blocked on a FIFO in the repository");
+    assert_eq!(pytest, None, "pytest.ini (a FIFO) or pyproject.toml (a symlink out) was read");
+    assert!(!django, "manage.py, a symlink out of the repository, was read");
+    for r in [model, env] {
+        let why = r.expect_err("a FIFO named reproagent.toml is refused");
+        assert!(why.contains("FIFO"), "{why}");
+    }
+}
+
 #[test]
 fn dot_git_is_not_readable_through_the_tools() {
     let e = evil();
@@ -173,10 +209,38 @@ fn sandbox_writes_and_write_never_follow_a_symlink_out() {
 fn a_local_sandboxed_command_cannot_write_the_users_tree_through_proc_ppid_cwd() {
     let e = evil();
     let code = include_str!("../../fixtures/evil/escape_proc_cwd.txt");
-    let o = run_in(&e.repo, &["sandbox", "exec", "--sandbox", "local", "--", "python3", "-c", code]);
-    assert!(!e.repo.join("PWNED").exists(), "the sandboxed command wrote into the user's tree");
-    assert!(!o.status.success() && text(&o).contains("Read-only file system"), "{}", text(&o));
+    let repo = e.repo.to_str().unwrap();
+    let o = run_in(&e.repo, &["sandbox", "exec", "--sandbox", "local", "--", "python3", "-c", code, repo]);
+    let t = text(&o);
+    assert!(!e.repo.join("PWNED").exists(), "the sandboxed command wrote into the user's tree: {t}");
+    // Through its own processes' cwd links it reaches only its own copy (the file check
+    // above); no path into the user's tree takes a write.
+    assert!(o.status.success() && !t.lines().any(|l| l.starts_with("WROTE") && l.contains(repo)), "{t}");
+    assert!(t.contains("refused Read-only file system"), "{t}");
     assert!(!e.repo.join("in_copy.txt").exists());
+    // Its own PID namespace: the host's processes (this test, the CLI) are not in /proc.
+    let seen: usize = t
+        .lines()
+        .find_map(|l| l.rsplit_once("pids seen: ").map(|(_, n)| n.trim().parse().unwrap()))
+        .expect("the count line");
+    assert!(seen < 10, "the sandbox sees {seen} processes: {t}");
+}
+
+/// Shared memory: `/dev/shm` inside is a private 64 MB tmpfs, so filling it stops there
+/// and leaves nothing in the host's `/dev/shm`.
+#[test]
+fn a_local_sandboxed_command_gets_a_private_bounded_dev_shm() {
+    let e = evil();
+    let name = format!("reproagent-shm-test-{}", std::process::id());
+    let code = format!(
+        "import os\np = '/dev/shm/{name}'\nf = open(p, 'wb')\ntry:\n    for _ in range(200): f.write(b'x' * (1 << 20)); f.flush()\n    print('wrote 200 MB')\nexcept OSError as e:\n    print('stopped:', e.strerror)\nprint('size', os.path.getsize(p))\n"
+    );
+    let o = run_in(&e.repo, &["sandbox", "exec", "--sandbox", "local", "--", "python3", "-c", &code]);
+    let t = text(&o);
+    assert!(t.contains("stopped: No space left on device"), "200 MB went into /dev/shm: {t}");
+    let size: u64 = t.lines().find_map(|l| l.strip_prefix("size ")).and_then(|n| n.trim().parse().ok()).unwrap_or(0);
+    assert!(size > 0 && size <= 64 << 20, "{size} bytes: {t}");
+    assert!(!Path::new("/dev/shm").join(&name).exists(), "the write reached the host's /dev/shm");
 }
 
 #[test]
@@ -308,7 +372,10 @@ fn sandbox_clean_removes_a_killed_runs_copy_and_what_runs_in_it_and_spares_a_liv
         .unwrap();
     let pid_file = wait_for_sandbox_file_in(tmp.path(), child.id(), "repo/pid", 30);
     let dead_dir = pid_file.parent().unwrap().parent().unwrap().to_path_buf();
-    let sleeper: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    // Its pid on the host (the file has the pid in the sandbox's own PID namespace).
+    let sleepers = processes_in(&dead_dir, "sleep");
+    assert_eq!(sleepers.len(), 1, "{sleepers:?}");
+    let sleeper = sleepers[0];
     child.kill().unwrap(); // SIGKILL: no cleanup of its own
     child.wait().unwrap();
     assert!(dead_dir.exists(), "kill -9 leaves the copy (the case `sandbox clean` is for)");
@@ -325,9 +392,7 @@ fn sandbox_clean_removes_a_killed_runs_copy_and_what_runs_in_it_and_spares_a_liv
     assert!(!dead_dir.exists());
     assert!(live.path().exists(), "a live run's copy was removed");
     assert!(legacy.exists(), "a copy without an owner file was removed");
-    let alive = std::fs::read_to_string(format!("/proc/{sleeper}/status"))
-        .is_ok_and(|s| !s.lines().any(|l| l.starts_with("State:") && l.contains('Z')));
-    assert!(!alive, "the killed run's background process {sleeper} still runs");
+    assert!(!alive(sleeper), "the killed run's background process {sleeper} still runs");
 }
 
 // ------------------------------------------------------------------ Medium 8: a damaged graph.db
@@ -405,10 +470,15 @@ fn a_dead_runs_temp_graph_is_removed_and_a_live_ones_kept() {
     index::run(&Options::new(&e.repo)).expect("index");
     let dir = e.repo.join(".reproagent");
     std::fs::write(dir.join("graph.db.tmp-4194304"), b"left by a killed run").unwrap();
+    std::fs::create_dir_all(dir.join("search.tmp-4194305")).unwrap();
+    std::fs::write(dir.join("search.tmp-4194305/meta.json"), b"{").unwrap();
+    // A plain, incremental run (nothing changed) removes them too.
+    let s = index::run(&Options::new(&e.repo)).expect("index");
+    assert!(s.mode != "full" && s.parsed == 0, "nothing changed: not a full run: {}", s.mode);
+    assert!(!dir.join("graph.db.tmp-4194304").exists(), "a dead run's temp graph was kept");
+    assert!(!dir.join("search.tmp-4194305").exists(), "a dead run's temp keyword index was kept");
     let mut opts = Options::new(&e.repo);
     opts.full = true;
-    index::run(&opts).expect("index --full");
-    assert!(!dir.join("graph.db.tmp-4194304").exists(), "a dead run's temp file was kept");
     // Another live process's temp file is its own.
     let other = Command::new("sleep").arg("30").spawn().unwrap();
     let other_tmp = dir.join(format!("graph.db.tmp-{}", other.id()));

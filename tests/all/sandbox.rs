@@ -282,13 +282,15 @@ async fn output_is_bounded(sb: &dyn Sandbox, _repo: &Path) {
 
 /// A process that leaves the command's process group (`setsid`) and keeps its stdout
 /// open: the output read until then is kept, the run ends with the command, and (in the
-/// local sandbox, where the group kill cannot reach it) the escaped process is killed.
+/// local sandbox, where the group kill cannot reach it, the command's PID namespace ends
+/// with it) the escaped process is killed.
 async fn an_escaped_process_holding_the_output_loses_nothing(sb: &dyn Sandbox, _repo: &Path) {
     // The parent waits until the child has left the group, or the group kill at its exit
-    // would take the child too.
+    // would take the child too. The child marks, a second later, that it still lives.
     let out = sh(
         sb,
-        "t=${TMPDIR:-/tmp}/escaped.$$; echo before; setsid sh -c \"touch $t; exec sleep 60\" & echo pid=$!; \
+        "t=${TMPDIR:-/tmp}/escaped; rm -f $t $t.late; echo before; \
+         setsid sh -c \"touch $t; sleep 1; touch $t.late; exec sleep 60\" & \
          while [ ! -e $t ]; do sleep 0.05; done; echo after; exit 3",
     )
     .await;
@@ -296,14 +298,8 @@ async fn an_escaped_process_holding_the_output_loses_nothing(sb: &dyn Sandbox, _
     assert!(!out.timed_out, "{out:?}");
     assert!(out.stdout.contains("before") && out.stdout.contains("after"), "the output was lost: {out:?}");
     if sb.kind() == SandboxKind::Local {
-        assert!(out.stderr.contains("held its output open"), "the output says why it stopped: {out:?}");
-        let pid = out.stdout.lines().find_map(|l| l.strip_prefix("pid=")).expect("pid").trim().to_string();
-        let gone = (0..40).any(|_| {
-            std::thread::sleep(Duration::from_millis(50));
-            !Path::new(&format!("/proc/{pid}")).exists()
-                || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
-        });
-        assert!(gone, "the escaped process {pid} outlived the command");
+        let later = sh(sb, "sleep 1.5; t=${TMPDIR:-/tmp}/escaped; [ -e $t.late ] && echo LIVED || echo gone").await;
+        assert_eq!(later.stdout.trim(), "gone", "the escaped process outlived the command: {later:?}");
     }
 }
 
@@ -620,7 +616,9 @@ mod docker_lifecycle {
 }
 
 /// A process that leaves the command's group (`setsid`) and keeps its stdout and stderr
-/// open: the run still returns, with the output read until the command ended, and says so.
+/// open: the run still returns at once, with all the output the command printed, and the
+/// escaped process does not outlive it (the command's PID namespace ends with it, so it
+/// never holds the pipes past the command's end).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_output_is_kept_when_an_escaped_process_holds_the_pipe() {
     let repo = make_repo();
@@ -634,11 +632,15 @@ async fn local_output_is_kept_when_an_escaped_process_holds_the_pipe() {
     assert!(start.elapsed() < Duration::from_secs(7), "took {:?}", start.elapsed());
     assert!(out.success(), "{out:?}");
     assert_eq!(out.stdout, "before\nafter\n", "{out:?}");
-    assert!(out.stderr.starts_with("err\n"), "{out:?}");
-    assert!(out.stderr.contains("held its output open"), "{out:?}");
-    // The timeout kills the group; the escaped process still holds the pipes.
+    assert_eq!(out.stderr, "err\n", "{out:?}");
+    // A glob, so the shell itself lists /proc: its init and itself, nothing else.
+    let ps = sb.exec(&ExecRequest::shell("cd /proc && echo [0-9]*")).await.expect("exec");
+    assert_eq!(ps.stdout.trim(), "1 2", "the escaped process or the host's are visible: {ps:?}");
+    // The timeout kills the group; the escaped process dies with the namespace.
+    let start = Instant::now();
     let req = ExecRequest::shell("echo started; setsid sh -c 'echo $$ > esc.pid; exec sleep 8' & while [ ! -s esc.pid ]; do sleep 0.05; done; rm esc.pid; sleep 100").timeout(Duration::from_secs(2));
     let out = sb.exec(&req).await.expect("exec");
+    assert!(start.elapsed() < Duration::from_secs(7), "took {:?}", start.elapsed());
     assert!(out.timed_out, "{out:?}");
     assert_eq!(out.stdout, "started\n", "{out:?}");
     sb.close().await.expect("close");
@@ -659,7 +661,7 @@ fn local_sigterm_kills_the_group_and_removes_the_copy() {
 fn local_signal_kills_the_group_and_removes_the_copy(sig: i32, want: i32) {
     let repo = make_repo();
     // The command cannot write outside its copy: its probes go into the copy.
-    let line = "sleep 120 & echo $! > pid; pwd > wd; wait";
+    let line = "sleep 120 & pwd > wd; wait";
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_reproagent"))
         .args(["sandbox", "exec", "--sandbox", "local", "--repo"])
         .arg(repo.path())
@@ -669,18 +671,18 @@ fn local_signal_kills_the_group_and_removes_the_copy(sig: i32, want: i32) {
         .spawn()
         .expect("spawn");
     let wd_file = crate::common::wait_for_sandbox_file(child.id(), "repo/wd", 30);
-    let copy = wd_file.parent().expect("copy").to_path_buf();
-    let pid: i32 = std::fs::read_to_string(copy.join("pid")).expect("pid").trim().parse().expect("pid number");
     let wd = PathBuf::from(std::fs::read_to_string(&wd_file).expect("wd").trim());
     assert!(wd.exists());
+    // The sleep's pid there is its pid in the sandbox's own PID namespace: find it here
+    // by its working directory (the copy) and its name.
+    let pids = crate::common::processes_in(&wd, "sleep");
+    assert_eq!(pids.len(), 1, "one sandboxed sleep: {pids:?}");
+    let pid = pids[0];
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, sig) };
     assert_eq!(child.wait().expect("wait").code(), Some(want));
     // SIGKILL is delivered when the process next runs: give a loaded machine a moment.
-    let alive = || {
-        std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .is_ok_and(|s| !s.lines().any(|l| l.starts_with("State:") && l.contains('Z')))
-    };
+    let alive = || crate::common::alive(pid);
     let start = Instant::now();
     while alive() && start.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(50));
