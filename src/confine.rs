@@ -214,6 +214,18 @@ pub fn read_text(root: &Path, rel: impl AsRef<Path>) -> Option<String> {
     Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
+/// A configuration file of the repository (`reproagent.toml`), read through
+/// [`read_regular`]: `Ok(None)` when there is none, `Err` with the reason when it is
+/// refused (a symlink out of the repository, a FIFO) or unreadable.
+pub fn read_config(root: &Path, rel: &str) -> Result<Option<String>, String> {
+    let canon = root.canonicalize().map_err(|e| format!("{}: {e}", root.display()))?;
+    match read_regular(&canon, &canon.join(rel)) {
+        Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+        Err(Refused::Missing) => Ok(None),
+        Err(r) => Err(format!("{}: {r}", root.join(rel).display())),
+    }
+}
+
 /// `root/rel` as bytes, read through [`read_regular`]; `None` when refused or missing.
 pub fn read_bytes(root: &Path, rel: impl AsRef<Path>) -> Option<Vec<u8>> {
     let canon = root.canonicalize().ok()?;

@@ -326,25 +326,6 @@ impl Extractor {
         Extractor { parser: Parser::new(), limits }
     }
 
-    /// Read, check and extract one file. `rel` is the path relative to the root.
-    pub fn extract_path(&mut self, abs: &std::path::Path, rel: &str, lang: Lang) -> Result<FileFacts, Skip> {
-        let skip = |reason: String| Skip { path: rel.to_string(), reason };
-        let meta = std::fs::metadata(abs).map_err(|e| skip(format!("unreadable: {e}")))?;
-        if !meta.is_file() {
-            return Err(skip("not a regular file".into()));
-        }
-        if meta.len() > self.limits.max_bytes {
-            return Err(skip(format!(
-                "too large: {} bytes, limit {} (--max-file-bytes)",
-                meta.len(),
-                self.limits.max_bytes
-            )));
-        }
-        let bytes = std::fs::read(abs).map_err(|e| skip(format!("unreadable: {e}")))?;
-        let hash = content_hash(&bytes);
-        self.extract_bytes(rel, lang, &bytes, hash)
-    }
-
     /// Extract from bytes already read. UTF-16 with a byte-order mark is decoded first.
     pub fn extract_bytes(&mut self, rel: &str, lang: Lang, bytes: &[u8], hash: String) -> Result<FileFacts, Skip> {
         let skip = |reason: String| Skip { path: rel.to_string(), reason };

@@ -334,7 +334,10 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
     // One run at a time per repository: a second waits for the first (and says so).
     let _lock = IndexLock::take(&root)?;
     // Also for an existing index: a `.reproagent/` made before it had its `.gitignore` gets one.
-    store::ensure_state_dir(&root).map_err(StoreError::from)?;
+    let state = store::ensure_state_dir(&root).map_err(StoreError::from)?;
+    // What a killed run left behind (a half-written graph or keyword index) goes, full
+    // run or incremental: under the lock, no other run of this repository is writing.
+    store::remove_dead_temps(&state);
 
     let mut rebuilt_because = None;
     let existing = if opts.full {

@@ -115,11 +115,10 @@ impl FileConfig {
 
     /// `root/reproagent.toml`, or an empty config when there is none.
     pub fn load(root: &Path) -> Result<FileConfig, ModelError> {
-        let path = root.join(CONFIG_FILE);
-        match std::fs::read_to_string(&path) {
-            Ok(text) => FileConfig::parse(&text),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FileConfig::default()),
-            Err(e) => Err(ModelError::Config(format!("{}: {e}", path.display()))),
+        match crate::confine::read_config(root, CONFIG_FILE) {
+            Ok(Some(text)) => FileConfig::parse(&text),
+            Ok(None) => Ok(FileConfig::default()),
+            Err(why) => Err(ModelError::Config(why)),
         }
     }
 }

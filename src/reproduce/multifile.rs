@@ -472,7 +472,7 @@ pub fn pytester_fixture(root: &Path) -> Option<&'static str> {
     let pytest_itself = crate::sandbox::runners::Layout::of(root).pytest_itself;
     if pytest_itself {
         let has_pytester =
-            std::fs::read_to_string(root.join("src/_pytest/pytester.py")).is_ok_and(|t| t.contains("def pytester("));
+            crate::confine::read_text(root, "src/_pytest/pytester.py").is_some_and(|t| t.contains("def pytester("));
         return Some(if has_pytester { "pytester" } else { "testdir" });
     }
     let mut seen_pytester = false;
@@ -485,7 +485,7 @@ pub fn pytester_fixture(root: &Path) -> Option<&'static str> {
         if !is_test {
             continue;
         }
-        let Ok(text) = std::fs::read_to_string(&f.abs) else { continue };
+        let Some(text) = crate::confine::read_text(root, &f.rel) else { continue };
         if text.contains("pytest_plugins") && text.contains("\"pytester\"") || text.contains("'pytester'") {
             plugin = true;
         }

@@ -753,12 +753,12 @@ struct TomlFile {
 /// Read `[sandbox]` from `root/reproagent.toml` (none: defaults).
 pub fn load_toml(root: &Path) -> Result<SandboxToml, EnvError> {
     let path = root.join(crate::model::config::CONFIG_FILE);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => toml::from_str::<TomlFile>(&text)
+    match crate::confine::read_config(root, crate::model::config::CONFIG_FILE) {
+        Ok(Some(text)) => toml::from_str::<TomlFile>(&text)
             .map(|f| f.sandbox)
             .map_err(|e| EnvError::Config(format!("{}: {}", path.display(), e.message()))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(SandboxToml::default()),
-        Err(e) => Err(EnvError::Config(format!("{}: {e}", path.display()))),
+        Ok(None) => Ok(SandboxToml::default()),
+        Err(why) => Err(EnvError::Config(why)),
     }
 }
 

@@ -262,7 +262,7 @@ pub fn is_django_tree(repo: &Path) -> bool {
 
 /// Is `repo` a Django project run with `manage.py test` (and not with pytest-django)?
 pub fn is_django_project(repo: &Path) -> bool {
-    let manage = std::fs::read_to_string(repo.join("manage.py")).unwrap_or_default();
+    let manage = crate::confine::read_text(repo, "manage.py").unwrap_or_default();
     manage.contains("django") && !PytestConfig::read(repo).is_some_and(|c| c.django_settings)
 }
 
@@ -302,7 +302,9 @@ pub struct PytestConfig {
 
 impl PytestConfig {
     pub fn read(repo: &Path) -> Option<PytestConfig> {
-        let read = |p: &str| std::fs::read_to_string(repo.join(p)).ok();
+        // Through the checked reader: a symlink out of the repository or a FIFO named
+        // `pytest.ini` is no configuration.
+        let read = |p: &str| crate::confine::read_text(repo, p);
         for name in ["pytest.ini", ".pytest.ini"] {
             if let Some(text) = read(name) {
                 return Some(PytestConfig::from_ini(name, &ini_section(&text, "pytest").unwrap_or_default()));

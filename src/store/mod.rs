@@ -157,6 +157,31 @@ pub fn ensure_state_dir(root: &Path) -> std::io::Result<PathBuf> {
     Ok(dir)
 }
 
+/// Remove what killed runs left in the state dir `dir`: `graph.db.tmp-PID` files and
+/// `search.tmp-PID`/`search.old-PID` directories whose process is gone. The live index
+/// was never touched by them. A live process's temp files are its own (the index lock
+/// makes another's rare; this process's may be being written by its other store writer
+/// right now). Returns how many were removed.
+pub fn remove_dead_temps(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    let mut n = 0;
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let pid = ["graph.db.tmp-", "search.tmp-", "search.old-"].iter().find_map(|p| name.strip_prefix(p));
+        // `graph.db.tmp-PID-journal`, SQLite's, goes with its file.
+        let Some(pid) = pid.and_then(|p| p.split(|c: char| !c.is_ascii_digit()).next()) else { continue };
+        let live =
+            pid.parse::<u32>().is_ok_and(|p| p == std::process::id() || Path::new(&format!("/proc/{p}")).exists());
+        if live {
+            continue;
+        }
+        let p = e.path();
+        let removed = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+        n += usize::from(removed.is_ok());
+    }
+    n
+}
+
 /// An open index.
 pub struct Store {
     db: DbInstance,
@@ -383,22 +408,12 @@ pub fn write_full(
     let data: BTreeMap<String, NamedRows> =
         tuples.into_iter().map(|(rel, rows)| (rel.to_string(), named(&headers(rel), rows))).collect();
     mem.import_relations(data).map_err(db_err)?;
-    // What a killed run left behind is of no use: the live index was never touched.
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if let Some(pid) = name.strip_prefix("graph.db.tmp-") {
-                // Another live run's temp file is its own (the index lock makes that rare).
-                let live = pid
-                    .parse::<u32>()
-                    .is_ok_and(|p| p != std::process::id() && Path::new(&format!("/proc/{p}")).exists());
-                if !live {
-                    let _ = std::fs::remove_file(e.path());
-                }
-            }
-        }
-    }
+    remove_dead_temps(dir);
     let tmp = dir.join(format!("graph.db.tmp-{}", std::process::id()));
+    // An earlier run of this process that failed half-way.
+    if std::fs::symlink_metadata(&tmp).is_ok() {
+        std::fs::remove_file(&tmp)?;
+    }
     let result = guarded(&tmp, || mem.backup_db(&tmp).map_err(db_err));
     if let Err(e) = result {
         let _ = std::fs::remove_file(&tmp);

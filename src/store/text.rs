@@ -38,13 +38,13 @@ pub fn write_full(root: &Path, docs: &[SearchDoc], digest: &str, threads: usize)
     let live = search_dir(root);
     let parent = live.parent().unwrap_or(root);
     std::fs::create_dir_all(parent)?;
-    for e in std::fs::read_dir(parent)?.flatten() {
-        let n = e.file_name().to_string_lossy().into_owned();
-        if n.starts_with("search.tmp-") || n.starts_with("search.old-") {
-            let _ = std::fs::remove_dir_all(e.path());
-        }
-    }
+    super::remove_dead_temps(parent);
     let tmp = parent.join(format!("search.tmp-{}", std::process::id()));
+    // An earlier run of this process that failed half-way (the graph writer never
+    // removes this process's files: they may be being written).
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp)?;
+    }
     std::fs::create_dir_all(&tmp)?;
     let (schema, _) = schema();
     let index = Index::create_in_dir(&tmp, schema).map_err(tv)?;
