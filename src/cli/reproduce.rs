@@ -68,7 +68,7 @@ pub struct ReproduceArgs {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_calls: Option<u32>,
     /// Stop the run cleanly once it has spent this many US dollars (outcome `budget`,
-    /// exit 3); calls of a model without a known price count 0.
+    /// exit 3). The model needs a price (built in, or `[prices]` in reproagent.toml).
     #[arg(long, value_parser = parse_cost)]
     pub max_cost: Option<f64>,
     /// How tools are offered: `native` tool calls, `text` (JSON in the answer's text, for
@@ -189,6 +189,16 @@ fn build_model(args: &ReproduceArgs) -> anyhow::Result<Box<dyn ChatModel>> {
         return Ok(Box::new(Replayer::open(path).map_err(model_err)?));
     }
     let config = resolve_from_process(&args.flags.overrides(&args.model), &args.repo).map_err(model_err)?;
+    // A cost limit needs a price: refused before the first call, not found out after it.
+    if let (Some(max), None) = (args.max_cost, config.prices.lookup(&config.model)) {
+        return Err(super::with_hint(
+            format!("--max-cost {max} cannot be kept: model '{}' has no known price", config.model),
+            Some(&format!(
+                "add it to reproagent.toml: [prices] \"{}\" = {{ input = USD_PER_MTOK, output = USD_PER_MTOK }}, or use --max-calls",
+                config.model
+            )),
+        ));
+    }
     let http = HttpModel::new(config);
     Ok(match &args.record {
         Some(path) => Box::new(Recorder::create(path, http).map_err(model_err)?),

@@ -114,8 +114,18 @@ impl Trace {
         if let Some(max) = self.limits.max_calls.filter(|m| calls >= *m) {
             return Some(format!("the run's budget of {max} model calls is spent"));
         }
+        let max = self.limits.max_cost_usd?;
+        // A call the price table cannot price would make the limit a silent no-op: the run
+        // stops at the first one instead, saying why.
+        if let Some(c) = self.model_calls.iter().find(|c| c.error.is_none() && c.cost_usd.is_none()) {
+            return Some(format!(
+                "--max-cost ${max:.4} cannot be kept: the model has no known price (the {} stage's call {} came back unpriced); add it under [prices] in reproagent.toml, or use --max-calls",
+                c.stage.replace('_', " "),
+                c.index
+            ));
+        }
         let cost = self.cost_usd();
-        if let Some(max) = self.limits.max_cost_usd.filter(|m| cost >= *m) {
+        if cost >= max {
             return Some(format!("the run's budget of ${max:.4} is spent (${cost:.4} after {calls} calls)"));
         }
         None

@@ -173,6 +173,8 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
         review_model: None,
         tool_protocol: None,
         notes: Vec::new(),
+        ledger_entries: 0,
+        repeated_reads: 0,
         max_calls: None,
         max_cost_usd: None,
     };

@@ -32,6 +32,9 @@ pub struct Entry {
     pub places: Vec<String>,
     /// What was found there, in a line.
     pub fact: String,
+    /// Later stages that made the same call again (what the ledger is meant to spare).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asked_again_by: Vec<String>,
 }
 
 /// The ledger of a run.
@@ -47,13 +50,17 @@ fn ignored(tool: &str) -> bool {
 }
 
 impl Ledger {
-    /// Note one tool call. A call already noted (same tool and arguments) is not repeated.
+    /// Note one tool call. A call already noted (same tool and arguments) is not noted
+    /// again; when a later stage made it, that stage is counted in `asked_again_by`.
     pub fn note(&mut self, stage: &str, tool: &str, args: &Value, result: &Value, is_error: bool) {
         if ignored(tool) || is_error {
             return;
         }
         let args_s = compact(args);
-        if self.entries.iter().any(|e| e.tool == tool && e.args == args_s) {
+        if let Some(e) = self.entries.iter_mut().find(|e| e.tool == tool && e.args == args_s) {
+            if e.stage != stage {
+                e.asked_again_by.push(stage.to_string());
+            }
             return;
         }
         let mut places = Vec::new();
@@ -73,7 +80,14 @@ impl Ledger {
             args: args_s,
             places,
             fact: excerpt(&fact, FACT_CHARS),
+            asked_again_by: Vec::new(),
         });
+    }
+
+    /// Calls a stage made that an earlier stage had already made, with the same
+    /// arguments: the reads the ledger did not spare.
+    pub fn repeats(&self) -> usize {
+        self.entries.iter().map(|e| e.asked_again_by.len()).sum()
     }
 
     /// The entries of earlier stages, as a Markdown section for a prompt; empty when
@@ -161,12 +175,20 @@ fn read_fact(v: &Value) -> String {
     }
 }
 
-/// A run's fact: its exit and the head of its output.
+/// A run's fact: its exit, the head of what it printed and the end of its errors (where
+/// a traceback names the exception).
 fn run_fact(v: &Value) -> String {
     let text = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").trim().to_string();
     let exit = v.get("exit_code").map(|e| e.to_string()).unwrap_or_else(|| text("status"));
-    let out = [text("stdout"), text("stderr")].into_iter().filter(|s| !s.is_empty()).collect::<Vec<_>>().join(" | ");
-    format!("exit {exit}: {}", excerpt(&out, 200))
+    let stderr = text("stderr");
+    let tail: Vec<&str> = stderr.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let tail = tail[tail.len().saturating_sub(2)..].join(" / ");
+    let out = [excerpt(&text("stdout"), 120), excerpt(&tail, 160)]
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join(" | ");
+    format!("exit {exit}: {out}")
 }
 
 #[cfg(test)]
@@ -183,6 +205,10 @@ mod tests {
         l.note("root_cause", "read_file", &json!({"path": "a/slug.py"}), &result, false);
         l.note("root_cause", "sequential_thinking", &json!({}), &json!({}), false);
         assert_eq!(l.entries.len(), 1);
+        assert_eq!(l.entries[0].asked_again_by, ["root_cause"]);
+        assert_eq!(l.repeats(), 1);
+        l.note("root_cause", "read_file", &json!({"path": "a/slug.py"}), &result, false);
+        assert_eq!(l.repeats(), 2);
         assert_eq!(l.entries[0].places, ["a/slug.py:1-20"]);
         assert!(l.entries[0].fact.contains("def slugify(title)"), "{}", l.entries[0].fact);
         let r = l.render();
@@ -198,5 +224,19 @@ mod tests {
         assert_eq!(l.entries[0].places, ["a/slug.py:9-14"]);
         assert!(l.entries[0].fact.contains("a.slug.slugify"));
         assert!(Ledger::default().render().is_empty());
+    }
+
+    #[test]
+    fn a_run_notes_its_exit_and_the_exception_at_the_end_of_a_long_traceback() {
+        let mut l = Ledger::default();
+        let frames = "  File \"x.py\", line 1, in <module>\n    f()\n".repeat(20);
+        let result = json!({"exit_code": 1, "stdout": "before\n",
+            "stderr": format!("Traceback (most recent call last):\n{frames}IndexError: list index out of range\n")});
+        l.note("test_plan", "run_python", &json!({"code": "f()"}), &result, false);
+        let fact = &l.entries[0].fact;
+        assert!(
+            fact.starts_with("exit 1: before | ") && fact.ends_with("IndexError: list index out of range"),
+            "{fact}"
+        );
     }
 }

@@ -317,6 +317,12 @@ pub struct RunRecord {
     /// Fallbacks taken on the way (JSON mode or tools refused).
     #[serde(default)]
     pub notes: Vec<String>,
+    /// Entries in the evidence ledger, and the calls that repeated one an earlier stage
+    /// had made (`ledger.json` says which).
+    #[serde(default)]
+    pub ledger_entries: usize,
+    #[serde(default)]
+    pub repeated_reads: usize,
     /// The limits the run had.
     #[serde(default)]
     pub max_calls: Option<u32>,

@@ -403,6 +403,8 @@ pub fn run_with(req: &Request, model: &dyn ChatModel, opts: &Options) -> Result<
         review_model: opts.review_model.clone(),
         tool_protocol: Some(trace.protocol),
         notes: trace.notes.clone(),
+        ledger_entries: trace.ledger.entries.len(),
+        repeated_reads: trace.ledger.repeats(),
         max_calls: opts.limits.max_calls,
         max_cost_usd: opts.limits.max_cost_usd,
     };
@@ -480,6 +482,12 @@ fn spend_section(r: &RunRecord, opts: &Options) -> String {
         md.push_str(&format!(
             "- calls by stage: {}\n",
             by_stage.iter().map(|(s, n)| format!("{s} {n}")).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    if r.ledger_entries > 0 {
+        md.push_str(&format!(
+            "- evidence ledger: {} entries; calls a later stage repeated: {}\n",
+            r.ledger_entries, r.repeated_reads
         ));
     }
     for n in &r.notes {

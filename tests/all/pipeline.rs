@@ -929,6 +929,44 @@ fn a_test_no_fix_can_make_pass_goes_back_to_generation_and_is_regenerated() {
     assert_eq!((o.probe, server.requests().len()), (None, 7));
 }
 
+/// Stage memory: what the plan stage found by running a snippet reaches generation, and a
+/// read a later stage repeats is counted (run.json, report.md) rather than noted twice.
+#[test]
+fn the_plans_snippet_run_reaches_generation_and_repeated_reads_are_counted() {
+    let repo = copy_tree(&fixture("bugs/py-slug/repo"));
+    let mut script = py_script();
+    // Root cause reads the file localization read; the plan runs the call.
+    script.insert(3, Reply::tool_call("read_file", json!({"path": "textkit/slug.py"})));
+    script.insert(
+        5,
+        Reply::tool_call("run_python", json!({"code": "from textkit.slug import slugify\nslugify('   ')\n"})),
+    );
+    let server = ScriptedServer::start(script);
+    let opts = pipeline::Options { probe: false, ..Default::default() };
+    let o = run_opts(repo.path(), "py-slug", &model_at(&server.base_url()), &opts);
+    assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 9);
+    // The plan stage was offered the sandbox and its run went back to it.
+    assert!(tool_names(&reqs[5].body).contains(&"run_python".to_string()));
+    let ran = messages(&reqs[6].body);
+    let out = ran.iter().rev().find(|m| m["role"] == "tool").unwrap()["content"].as_str().unwrap();
+    assert!(out.contains("IndexError"), "{out}");
+    // Generation starts from the ledger: the plan's run, with the exception it showed.
+    let gen_user = messages(&reqs[7].body)[1]["content"].as_str().unwrap().to_string();
+    assert!(gen_user.contains("[test_plan] `run_python`"), "{gen_user}");
+    assert!(gen_user.contains("exit 1") && gen_user.contains("IndexError: list index out of range"), "{gen_user}");
+    // The repeated read: one entry, counted once as a repeat.
+    let ledger = read_json(&o.run_dir, "ledger.json");
+    let entries = ledger["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 3, "{ledger}");
+    assert_eq!(entries[1]["asked_again_by"], json!(["root_cause"]), "{ledger}");
+    let record = read_json(&o.run_dir, "run.json");
+    assert_eq!((record["ledger_entries"].as_u64(), record["repeated_reads"].as_u64()), (Some(3), Some(1)));
+    let report = std::fs::read_to_string(Path::new(&o.run_dir).join("report.md")).unwrap();
+    assert!(report.contains("evidence ledger: 3 entries; calls a later stage repeated: 1"), "{report}");
+}
+
 #[test]
 fn the_budget_stops_a_run_cleanly_with_the_artifacts_so_far() {
     let repo = copy_tree(&fixture("bugs/py-slug/repo"));
@@ -957,6 +995,17 @@ fn the_budget_stops_a_run_cleanly_with_the_artifacts_so_far() {
     assert!(Path::new(&o.run_dir).join("localization.json").exists());
     let report = std::fs::read_to_string(Path::new(&o.run_dir).join("report.md")).unwrap();
     assert!(report.contains("cost: $0.0600 (limit $0.05)"), "{report}");
+
+    // --max-cost on calls that come back unpriced (a review model missing from the
+    // price table, say): the run stops at the first, saying why, instead of never.
+    let server = ScriptedServer::start(py_script());
+    let mut c = ModelConfig::new(server.base_url(), "test-model");
+    c.prices = reproagent::model::PriceTable::empty();
+    let opts = pipeline::Options { limits: Limits { max_calls: None, max_cost_usd: Some(5.0) }, ..Default::default() };
+    let o = run_opts(repo.path(), "py-slug", &HttpModel::new(c), &opts);
+    assert_eq!(o.status, Status::Budget, "{}", o.reason);
+    assert!(o.reason.contains("cannot be kept") && o.reason.contains("localization stage's call 1"), "{}", o.reason);
+    assert_eq!(server.requests().len(), 1);
 }
 
 /// A reply of the JSON-in-text protocol: the tool call written in the answer's text.
@@ -1133,6 +1182,12 @@ fn the_cli_takes_the_review_probe_budget_and_protocol_flags() {
     let o = run(&["--tool-protocol", "smoke"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("possible values: auto, native, text"));
+    // A cost limit on a model without a price is refused before the first call.
+    let o = run(&["--max-cost", "1"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_ne!(o.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("model 'test-model' has no known price") && stderr.contains("[prices]"), "{stderr}");
+    assert_eq!(server.requests().len(), 2);
 
     // The review's model from reproagent.toml; the outcome says what the probe found.
     std::fs::write(repo.path().join("reproagent.toml"), "[model]\nreview_model = \"cfg-reviewer\"\n").unwrap();
