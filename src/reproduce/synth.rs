@@ -33,7 +33,9 @@ fn is_traceback_text(s: &str) -> bool {
 /// The statements of every doctest session (`>>> ` and `... ` lines), in order. A
 /// one-line expression whose shown output is a Python literal becomes an assertion of
 /// that output; a statement whose output is a traceback, or anything else, is run as is.
-fn doctest_statements(text: &str) -> Option<String> {
+/// The session's last statement, a check shown `True` or `False` that the prose calls
+/// wrong (`wrong_in_prose`), is the bug shown: its assertion is that the answer changes.
+fn doctest_statements(text: &str, prose: &str) -> Option<String> {
     let lines: Vec<&str> = text.lines().collect();
     // (code, the exception its shown output ends with, when that is a traceback)
     let mut out: Vec<(String, Option<String>)> = Vec::new();
@@ -59,7 +61,12 @@ fn doctest_statements(text: &str) -> Option<String> {
         let next_is_cont = lines.get(i).is_some_and(|l| l.trim_start().starts_with("..."));
         let raised = (output.first().is_some_and(|o| o.starts_with("Traceback")) && stmt.is_some() && !next_is_cont)
             .then(|| output.last().map(|l| l.split(':').next().unwrap_or("").trim().to_string()).unwrap_or_default());
+        let last_prompt = !lines[i..].iter().any(|l| l.trim_start().starts_with(">>>"));
         match (stmt.is_some() && !next_is_cont && is_expression(s), output.as_slice()) {
+            (true, [one]) if last_prompt && matches!(*one, "True" | "False") && wrong_in_prose(s, prose) => out.push((
+                format!("assert ({s}) != {one}, \"the issue shows `{}` giving {one}\"", s.replace(['"', '\\'], "'")),
+                None,
+            )),
             (true, [one]) if is_literal(one) => out.push((format!("assert ({s}) == {one}"), None)),
             _ => out.push((s.to_string(), raised)),
         }
@@ -94,6 +101,36 @@ fn doctest_statements(text: &str) -> Option<String> {
         code = format!("import pytest\n{code}");
     }
     (!code.trim().is_empty()).then_some(code)
+}
+
+/// Words of a sentence that says something is wrong.
+const WRONG_CUES: &[&str] = &[
+    "incorrect",
+    "wrong",
+    "bug",
+    "instead",
+    "converted to",
+    "becomes",
+    "turns into",
+    "should",
+    "unexpected",
+    "broken",
+];
+
+/// Does a sentence of the prose (the title too) that names one of the check's names say
+/// it is wrong? `decoded.extra_tags is None` and "incorrectly serializes extra_tags".
+fn wrong_in_prose(check: &str, prose: &str) -> bool {
+    let names: Vec<&str> = check
+        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| w.len() >= 3 && !matches!(*w, "None" | "True" | "False" | "not" | "and"))
+        .filter(|w| !w.chars().all(|c| c.is_ascii_digit()))
+        .collect();
+    let prose = prose.replace(". ", "\n");
+    prose.split(['\n', '!', '?']).any(|sentence| {
+        let low = sentence.to_lowercase();
+        WRONG_CUES.iter().any(|c| low.contains(c))
+            && sentence.split(|c: char| !(c.is_alphanumeric() || c == '_')).any(|w| names.contains(&w))
+    })
 }
 
 fn is_builtin_exception(k: &str) -> bool {
@@ -176,7 +213,7 @@ pub fn find_snippet(facts: &IssueFacts, raw: &str, repo_langs: &[Lang]) -> Optio
     let js = repo_langs.contains(&Lang::TypeScript);
     let java = repo_langs.contains(&Lang::Java);
     if py {
-        if let Some(code) = doctest_statements(raw) {
+        if let Some(code) = doctest_statements(raw, &facts.prose) {
             return Some(Snippet { lang: Lang::Python, dialect: "python", code, from_doctest: true });
         }
     }
@@ -440,7 +477,7 @@ fn java_packages(root: &Path) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let (files, _) = crate::index::walk(root, false);
     for f in files.iter().filter(|f| f.lang == Lang::Java) {
-        if let Ok(text) = std::fs::read_to_string(&f.abs) {
+        if let Some(text) = crate::confine::read_text(root, &f.rel) {
             if let Some(line) = text.lines().find(|l| l.trim_start().starts_with("package ")) {
                 let p = line.trim().trim_start_matches("package").trim().trim_end_matches(';').trim().to_string();
                 if !p.is_empty() && !out.contains(&p) {
@@ -461,15 +498,31 @@ mod tests {
     fn doctest_sessions_become_statements_and_assertions() {
         let text = ">>> from d import p\n>>> p('1h')\n3600\n>>> x = p('2h')\n>>> for y in [1]:\n...     p(y)\n>>> p('bad')\nTraceback (most recent call last):\nValueError: bad\n>>> p(unit='s') == 1\nTrue\n";
         assert_eq!(
-            doctest_statements(text).unwrap(),
+            doctest_statements(text, "").unwrap(),
             "import pytest\nfrom d import p\nassert (p('1h')) == 3600\nx = p('2h')\nfor y in [1]:\n    p(y)\nwith pytest.raises(ValueError):\n    p('bad')\nassert (p(unit='s') == 1) == True\n"
         );
     }
 
     #[test]
+    fn the_last_check_the_prose_calls_wrong_is_asserted_to_change() {
+        // The shape of django__django-15347: the last check shows the bug, the one before holds.
+        let session = ">>> original = Message(10, \"Here\", extra_tags=\"\")\n>>> decoded = MessageDecoder().decode(MessageEncoder().encode(original))\n>>> original.extra_tags == \"\"\nTrue\n>>> decoded.extra_tags is None\nTrue\n";
+        let prose = "Messages framework incorrectly serializes/deserializes extra_tags when it's an empty string\nWhen a message is serialised and then deserialised, extra_tags==\"\" is converted to extra_tags==None.\n";
+        let code = doctest_statements(session, prose).unwrap();
+        assert!(code.contains("assert (original.extra_tags == \"\") == True\n"), "{code}");
+        assert!(code.ends_with("assert (decoded.extra_tags is None) != True, \"the issue shows `decoded.extra_tags is None` giving True\"\n"), "{code}");
+        // Without prose that calls it wrong, the shown answer is what it does: kept.
+        let code = doctest_statements(session, "How to round-trip messages\nThis works for me:\n").unwrap();
+        assert!(code.ends_with("assert (decoded.extra_tags is None) == True\n"), "{code}");
+        // Only the last statement is the bug shown.
+        let code = doctest_statements(">>> f(1) == 2\nFalse\n>>> g()\n", "f is wrong").unwrap();
+        assert!(code.starts_with("assert (f(1) == 2) == False\n"), "{code}");
+    }
+
+    #[test]
     fn a_traceback_before_the_last_statement_is_expected_not_the_failure() {
         let text = ">>> solve((x - 1,), x, y)\nTraceback (most recent call last):\n...\nNotImplementedError:\nonly finite\n>>> solve((y - 1,), x, y)\n>>> boom()\nTraceback (most recent call last):\nValueError: no\n";
-        let code = doctest_statements(text).unwrap();
+        let code = doctest_statements(text, "").unwrap();
         assert_eq!(
             code,
             "import pytest\nwith pytest.raises(Exception):\n    solve((x - 1,), x, y)\nsolve((y - 1,), x, y)\nboom()\n"

@@ -99,6 +99,24 @@ fn the_value_the_prose_calls_wrong_becomes_the_assertion() {
     assert!(o.failure.unwrap().starts_with("AssertionError"));
 }
 
+const MSGS_BASE: &str = "class Message:\n    def __init__(self, level, text, extra_tags=None):\n        self.level, self.text, self.extra_tags = level, text, extra_tags\n";
+const MSGS_COOKIE_BUGGY: &str = "import json\n\nfrom msgs.base import Message\n\n\ndef encode(m):\n    parts = [m.level, m.text]\n    if m.extra_tags:\n        parts.append(m.extra_tags)\n    return json.dumps(parts)\n\n\ndef decode(s):\n    return Message(*json.loads(s))\n";
+
+/// The shape of django__django-15347 (SWE-bench Lite): a session whose last check shows
+/// the bug, `True` where the title says the value is wrong.
+#[test]
+fn the_last_check_of_a_session_the_title_calls_wrong_becomes_the_assertion() {
+    let issue = "Messages are incorrectly encoded when extra_tags is an empty string\n\nWhen a message is encoded and decoded again, extra_tags==\"\" is converted to extra_tags==None.\n\n>>> from msgs.base import Message\n>>> from msgs.cookie import encode, decode\n>>> original = Message(10, \"Here is a message\", extra_tags=\"\")\n>>> decoded = decode(encode(original))\n>>> original.extra_tags == \"\"\nTrue\n>>> decoded.extra_tags is None\nTrue\n";
+    let fixed = MSGS_COOKIE_BUGGY.replace("if m.extra_tags:", "if m.extra_tags is not None:");
+    let o = reproduced_and_fixed(
+        &[("msgs/__init__.py", ""), ("msgs/base.py", MSGS_BASE), ("msgs/cookie.py", MSGS_COOKIE_BUGGY)],
+        ("msgs/cookie.py", &fixed),
+        issue,
+    );
+    assert!(o.failure.unwrap().starts_with("AssertionError"));
+    assert!(o.test_code.unwrap().contains("assert (decoded.extra_tags is None) != True"));
+}
+
 #[test]
 fn a_function_nothing_imports_is_imported_from_the_one_module_that_defines_it() {
     let issue = "tidy keeps separators\n\n```\ntidy('_ab cd_')\n```\n\nThe result is wrong: `'-ab-cd-'`.\n";
@@ -177,9 +195,8 @@ fn frames_of_installed_copies_map_onto_the_repository_and_path_words_stay_out() 
         );
         // The test file that matches the issue's words ranks below the code.
         let rank = |f: &str| loc.files.iter().position(|x| x.file == f);
-        if let Some(t) = rank("tests/test_pricing.py") {
-            assert!(t > rank("shop/core/pricing.py").unwrap());
-        }
+        let t = rank("tests/test_pricing.py").unwrap_or_else(|| panic!("the test file is not ranked: {:?}", loc.files));
+        assert!(t > rank("shop/core/pricing.py").unwrap(), "{:?}", loc.files);
     }
     // Another installed package (site-packages/vendor/core/pricing.py) is none of this
     // repository's files, though two of them end with `core/pricing.py`.
