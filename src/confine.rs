@@ -1,9 +1,10 @@
 //! The one confinement rule for repository content: a path is read only when, with every
 //! symlink resolved, it stays under the canonical root and names a regular file; it is
 //! written only through components that are not symlinks leading out, and never through
-//! a symlink at the last component. The indexer's walk, the tools, the keyword index's
-//! snippets, the freshness check, the local sandbox's file writes and `reproduce --write`
-//! all go through here.
+//! a symlink at the last component; a walk keeps a symlink only while it resolves inside
+//! the root and reports the others ([`Walk`]). The indexer's walk, the tools' walks and
+//! reads, the sandbox copy, the keyword index's snippets, the freshness check, the local
+//! sandbox's file writes and `reproduce --write` all go through here.
 
 use std::fs::File;
 use std::io::Read;
@@ -200,7 +201,7 @@ pub fn write_inside(root: &Path, rel: &str, bytes: &[u8], overwrite: bool) -> Re
 }
 
 /// `abs` relative to `root`, with `/` separators.
-fn rel_of(root: &Path, abs: &Path) -> String {
+pub fn rel_of(root: &Path, abs: &Path) -> String {
     let r = abs.strip_prefix(root).unwrap_or(abs);
     r.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect::<Vec<_>>().join("/")
 }
@@ -230,4 +231,178 @@ pub fn read_config(root: &Path, rel: &str) -> Result<Option<String>, String> {
 pub fn read_bytes(root: &Path, rel: impl AsRef<Path>) -> Option<Vec<u8>> {
     let canon = root.canonicalize().ok()?;
     read_regular(&canon, &canon.join(rel)).ok()
+}
+
+// ------------------------------------------------------------------ the one walk
+
+/// A walk entry the rule refused, reported to the user: its path relative to the root
+/// (`/`-separated) and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Skipped {
+    pub path: String,
+    pub reason: String,
+}
+
+/// The confinement rule for a symlink met by a walk: its canonical target when that stays
+/// under `canon_root`, else why it is skipped ("symlink out of the repository (to ...)",
+/// "broken symlink").
+pub fn check_link(canon_root: &Path, path: &Path) -> Result<PathBuf, String> {
+    resolve_inside(canon_root, path).map_err(|why| match why {
+        Refused::Dangling | Refused::Missing => "broken symlink".to_string(),
+        other => other.to_string(),
+    })
+}
+
+/// What a walk visits, apart from the confinement rule (which every walk applies).
+#[derive(Debug, Clone, Copy)]
+pub struct WalkRule {
+    /// Honour `.gitignore`, `.git/info/exclude`, `.ignore` and the global gitignore (the
+    /// indexer and the tools); the sandbox copy keeps ignored files.
+    pub gitignore: bool,
+    /// Leave out hidden files and directories.
+    pub skip_hidden: bool,
+    /// Descend through symlinks that stay inside (the indexer and the tools read what they
+    /// lead to); without it a link is an entry of its own (the copy re-creates it).
+    pub follow_links: bool,
+    pub max_depth: Option<usize>,
+}
+
+/// The one walk of repository content, shared by the indexer, the tools and the sandbox
+/// copy. Entries come sorted by name, a directory before what it holds. The rule: a
+/// symlink is kept (followed, or kept as a link) only while it resolves inside the root;
+/// one leading out of it, or dangling, is left out and reported in [`Walk::skipped`].
+/// `.git` and `.reproagent` are never entered. `keep(entry, rel)` leaves out what the
+/// caller does not want (vendored directories, caches); what it leaves out is not reported.
+pub struct Walk {
+    inner: ignore::Walk,
+    root: PathBuf,
+    skipped: std::sync::Arc<std::sync::Mutex<Vec<Skipped>>>,
+}
+
+impl Walk {
+    /// Walk `start` (`root` itself or a directory under it) under `rule`; paths in
+    /// [`Walk::skipped`] are relative to `root`.
+    pub fn new<F>(root: &Path, start: &Path, rule: WalkRule, keep: F) -> Walk
+    where
+        F: Fn(&ignore::DirEntry, &Path) -> bool + Send + Sync + 'static,
+    {
+        let canon = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+        let skipped: std::sync::Arc<std::sync::Mutex<Vec<Skipped>>> = Default::default();
+        let (sink, root_w) = (skipped.clone(), root.to_path_buf());
+        let mut b = ignore::WalkBuilder::new(start);
+        // With `gitignore`, ripgrep's filters (parent directories' and the global
+        // gitignore included), as before; without it, none.
+        b.standard_filters(rule.gitignore)
+            .hidden(rule.skip_hidden)
+            .require_git(false)
+            .follow_links(rule.follow_links)
+            .max_depth(rule.max_depth)
+            .sort_by_file_name(|a, b| a.cmp(b))
+            .filter_entry(move |e| {
+                let name = e.file_name();
+                if name == ".git" || name == ".reproagent" {
+                    return false;
+                }
+                let rel = e.path().strip_prefix(&root_w).unwrap_or(e.path());
+                if e.depth() > 0 && e.path_is_symlink() {
+                    if let Err(reason) = check_link(&canon, e.path()) {
+                        if let Ok(mut s) = sink.lock() {
+                            s.push(Skipped { path: rel_of(&root_w, e.path()), reason });
+                        }
+                        return false;
+                    }
+                }
+                e.depth() == 0 || keep(e, rel)
+            });
+        Walk { inner: b.build(), root: root.to_path_buf(), skipped }
+    }
+
+    /// The entries the rule left out so far, sorted by path.
+    pub fn skipped(&self) -> Vec<Skipped> {
+        let mut v = self.skipped.lock().map(|s| s.clone()).unwrap_or_default();
+        v.sort_by(|a, b| (&a.path, &a.reason).cmp(&(&b.path, &b.reason)));
+        v.dedup();
+        v
+    }
+}
+
+/// Entries the walk could not enter (a symlink loop, an unreadable directory) are not
+/// yielded: they go to [`Walk::skipped`] with the reason.
+impl Iterator for Walk {
+    type Item = ignore::DirEntry;
+
+    fn next(&mut self) -> Option<ignore::DirEntry> {
+        loop {
+            match self.inner.next()? {
+                Ok(e) => return Some(e),
+                Err(err) => {
+                    let k = walk_error(&self.root, &err);
+                    if let Ok(mut s) = self.skipped.lock() {
+                        s.push(k);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn walk_error(root: &Path, err: &ignore::Error) -> Skipped {
+    fn inner(root: &Path, err: &ignore::Error) -> Option<Skipped> {
+        match err {
+            ignore::Error::WithPath { path, err } => {
+                let mut s = inner(root, err).unwrap_or(Skipped { path: String::new(), reason: err.to_string() });
+                s.path = rel_of(root, path);
+                // Following links, the walk meets a dangling one as a missing target: say it
+                // as the rule does (`check_link`).
+                if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) && !path.exists() {
+                    s.reason = "broken symlink".into();
+                }
+                Some(s)
+            }
+            ignore::Error::Loop { child, ancestor } => {
+                let a = rel_of(root, ancestor);
+                Some(Skipped {
+                    path: rel_of(root, child),
+                    reason: format!("symlink loop back to {}", if a.is_empty() { "." } else { &a }),
+                })
+            }
+            ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => inner(root, err),
+            ignore::Error::Io(e) => Some(Skipped { path: String::new(), reason: io_reason(e) }),
+            other => Some(Skipped { path: String::new(), reason: other.to_string() }),
+        }
+    }
+    inner(root, err).unwrap_or(Skipped { path: String::new(), reason: err.to_string() })
+}
+
+/// An I/O error without the path (the skip names it already).
+pub fn io_reason(e: &std::io::Error) -> String {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        return "broken symlink or missing file".into();
+    }
+    match e.raw_os_error() {
+        Some(code) => format!("unreadable: {}", std::io::Error::from_raw_os_error(code)),
+        None => format!("unreadable: {e}"),
+    }
+}
+
+/// Where a symlink inside the root that a copy re-creates should point: its own target
+/// when that is relative (it resolves the same way in the copy), else, for an absolute
+/// target (which in a copy would lead back into the user's tree), the relative path from
+/// the link's directory to the canonical target. `rel` is the link's path relative to the
+/// root, `target_canon` its canonical target (inside `canon_root`).
+pub fn copied_link_target(link_text: &Path, rel: &Path, canon_root: &Path, target_canon: &Path) -> PathBuf {
+    if link_text.is_relative() {
+        return link_text.to_path_buf();
+    }
+    let to = target_canon.strip_prefix(canon_root).unwrap_or(target_canon);
+    let depth = rel.parent().map(|p| p.components().count()).unwrap_or(0);
+    let mut out = PathBuf::new();
+    for _ in 0..depth {
+        out.push("..");
+    }
+    if to.as_os_str().is_empty() && depth == 0 {
+        return PathBuf::from(".");
+    }
+    out.push(to);
+    out
 }

@@ -147,77 +147,41 @@ pub struct SourceFile {
 }
 
 /// Walk `root` honouring .gitignore; source files sorted by relative path, plus what the
-/// walk could not enter or refused. Symlinks are followed only while they stay inside the
-/// root (canonical): one leading out, or dangling, is skipped and reported, so nothing
+/// walk could not enter or refused. The walk is [`crate::confine::Walk`], the one rule the
+/// tools and the sandbox copy share: symlinks are followed only while they stay inside the
+/// root (canonical); one leading out, or dangling, is skipped and reported, so nothing
 /// outside the repository is ever indexed. FIFOs, sockets and devices are refused by type.
 pub fn walk(root: &Path, include_vendored: bool) -> (Vec<SourceFile>, Vec<Skip>) {
     let mut files = Vec::new();
     let mut skipped = Vec::new();
-    let canon_root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
-    let refused: std::sync::Arc<std::sync::Mutex<Vec<Skip>>> = Default::default();
-    let (refused_w, root_w, canon_w) = (refused.clone(), root.to_path_buf(), canon_root.clone());
-    let walker = ignore::WalkBuilder::new(root)
-        .follow_links(true)
-        .hidden(true)
-        .git_ignore(true)
-        .git_exclude(true)
-        .require_git(false)
-        .filter_entry(move |e| {
-            if e.depth() > 0 && e.path_is_symlink() {
-                if let Err(why) = crate::confine::resolve_inside(&canon_w, e.path()) {
-                    if let Ok(mut r) = refused_w.lock() {
-                        let reason = match why {
-                            crate::confine::Refused::Dangling | crate::confine::Refused::Missing => {
-                                "broken symlink".to_string()
-                            }
-                            other => other.to_string(),
-                        };
-                        r.push(Skip { path: rel_path(&root_w, e.path()), reason });
-                    }
-                    return false;
-                }
+    let rule = crate::confine::WalkRule { gitignore: true, skip_hidden: true, follow_links: true, max_depth: None };
+    let mut walker = crate::confine::Walk::new(root, root, rule, move |e, _| {
+        let is_dir = e.file_type().is_some_and(|t| t.is_dir());
+        !is_dir || include_vendored || !VENDORED_DIRS.contains(&e.file_name().to_string_lossy().as_ref())
+    });
+    for e in walker.by_ref() {
+        let path = e.path();
+        let Some(lang) = Lang::of_path(path) else { continue };
+        let rel = rel_path(root, path);
+        if path.strip_prefix(root).unwrap_or(path).to_str().is_none() {
+            // Stored by a lossy name it could never be found again ("stale" forever).
+            skipped.push(Skip { path: rel, reason: "file name is not UTF-8".into() });
+            continue;
+        }
+        match e.file_type() {
+            Some(t) if t.is_file() => files.push(SourceFile { abs: path.to_path_buf(), rel, lang }),
+            Some(t) if t.is_dir() => {}
+            Some(t) if t.is_symlink() => {
+                skipped.push(Skip { path: rel, reason: "broken symlink".into() });
             }
-            let name = e.file_name().to_string_lossy();
-            let is_dir = e.file_type().is_some_and(|t| t.is_dir());
-            if !is_dir {
-                return true;
+            Some(t) => {
+                let kind = crate::confine::special_kind(&t).unwrap_or("unknown type");
+                skipped.push(Skip { path: rel, reason: format!("not a regular file ({kind})") });
             }
-            if name == ".git" || name == ".reproagent" {
-                return false;
-            }
-            include_vendored || !VENDORED_DIRS.contains(&name.as_ref())
-        })
-        .build();
-    for entry in walker {
-        match entry {
-            Ok(e) => {
-                let path = e.path();
-                let Some(lang) = Lang::of_path(path) else { continue };
-                let rel = rel_path(root, path);
-                if path.strip_prefix(root).unwrap_or(path).to_str().is_none() {
-                    // Stored by a lossy name it could never be found again ("stale" forever).
-                    skipped.push(Skip { path: rel, reason: "file name is not UTF-8".into() });
-                    continue;
-                }
-                match e.file_type() {
-                    Some(t) if t.is_file() => files.push(SourceFile { abs: path.to_path_buf(), rel, lang }),
-                    Some(t) if t.is_dir() => {}
-                    Some(t) if t.is_symlink() => {
-                        skipped.push(Skip { path: rel, reason: "broken symlink".into() });
-                    }
-                    Some(t) => {
-                        let kind = crate::confine::special_kind(&t).unwrap_or("unknown type");
-                        skipped.push(Skip { path: rel, reason: format!("not a regular file ({kind})") });
-                    }
-                    None => skipped.push(Skip { path: rel, reason: "not a regular file".into() }),
-                }
-            }
-            Err(err) => skipped.push(walk_error(root, &err)),
+            None => skipped.push(Skip { path: rel, reason: "not a regular file".into() }),
         }
     }
-    if let Ok(mut r) = refused.lock() {
-        skipped.append(&mut r);
-    }
+    skipped.extend(walker.skipped().into_iter().map(|k| Skip { path: k.path, reason: k.reason }));
     files.sort_by(|a, b| a.rel.cmp(&b.rel));
     files.dedup_by(|a, b| a.rel == b.rel);
     skipped.sort_by(|a, b| (&a.path, &a.reason).cmp(&(&b.path, &b.reason)));
@@ -225,43 +189,12 @@ pub fn walk(root: &Path, include_vendored: bool) -> (Vec<SourceFile>, Vec<Skip>)
 }
 
 fn rel_path(root: &Path, path: &Path) -> String {
-    let rel = path.strip_prefix(root).unwrap_or(path);
-    let parts: Vec<String> = rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
-    parts.join("/")
-}
-
-fn walk_error(root: &Path, err: &ignore::Error) -> Skip {
-    fn inner(root: &Path, err: &ignore::Error) -> Option<Skip> {
-        match err {
-            ignore::Error::WithPath { path, err } => {
-                let mut s = inner(root, err).unwrap_or(Skip { path: String::new(), reason: err.to_string() });
-                s.path = rel_path(root, path);
-                Some(s)
-            }
-            ignore::Error::Loop { child, ancestor } => {
-                let a = rel_path(root, ancestor);
-                Some(Skip {
-                    path: rel_path(root, child),
-                    reason: format!("symlink loop back to {}", if a.is_empty() { "." } else { &a }),
-                })
-            }
-            ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => inner(root, err),
-            ignore::Error::Io(e) => Some(Skip { path: String::new(), reason: io_reason(e) }),
-            other => Some(Skip { path: String::new(), reason: other.to_string() }),
-        }
-    }
-    inner(root, err).unwrap_or(Skip { path: String::new(), reason: err.to_string() })
+    crate::confine::rel_of(root, path)
 }
 
 /// An I/O error without the path (the skip names it already).
 fn io_reason(e: &std::io::Error) -> String {
-    if e.kind() == std::io::ErrorKind::NotFound {
-        return "broken symlink or missing file".into();
-    }
-    match e.raw_os_error() {
-        Some(code) => format!("unreadable: {}", std::io::Error::from_raw_os_error(code)),
-        None => format!("unreadable: {e}"),
-    }
+    crate::confine::io_reason(e)
 }
 
 fn pool(threads: Option<usize>) -> Result<rayon::ThreadPool, IndexError> {

@@ -69,37 +69,92 @@ pub fn left_out(root: &Path, rel: &Path, is_dir: bool) -> Option<&'static str> {
     None
 }
 
+/// One entry of a copy, relative to the repository root.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub rel: PathBuf,
+    /// Its own metadata (links not followed).
+    pub meta: std::fs::Metadata,
+    /// For a symlink: what the copy's link points to (see
+    /// [`crate::confine::copied_link_target`]).
+    pub link: Option<PathBuf>,
+}
+
 /// The repository's entries to copy, relative and sorted (a directory before what it
 /// holds), under the rule of [`left_out`].
 pub fn repo_entries(root: &Path) -> Result<Vec<PathBuf>> {
-    Ok(walk(root)?.into_iter().map(|(rel, _)| rel).collect())
+    Ok(entries(root)?.0.into_iter().map(|e| e.rel).collect())
 }
 
-/// [`repo_entries`] with each entry's own metadata (links not followed).
-fn walk(root: &Path) -> Result<Vec<(PathBuf, std::fs::Metadata)>> {
-    fn go(root: &Path, rel: &Path, out: &mut Vec<(PathBuf, std::fs::Metadata)>) -> Result<()> {
-        let dir = root.join(rel);
-        let rd = std::fs::read_dir(&dir).map_err(|e| SandboxError::io(format!("reading {}", dir.display()), e))?;
-        let mut names: Vec<_> = rd.filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
-        names.sort();
-        for name in names {
-            let r = rel.join(&name);
-            let meta = std::fs::symlink_metadata(root.join(&r))
-                .map_err(|e| SandboxError::io(format!("reading {}", r.display()), e))?;
-            let is_dir = meta.is_dir();
-            if left_out(root, &r, is_dir).is_some() {
-                continue;
-            }
-            out.push((r.clone(), meta));
-            if is_dir {
-                go(root, &r, out)?;
-            }
-        }
-        Ok(())
-    }
+/// [`repo_entries`] with each entry's metadata and link target, and the symlinks left out.
+/// The walk is [`crate::confine::Walk`], the rule the indexer and the tools share: a
+/// symlink that resolves inside the root is kept as a link (an absolute target rewritten
+/// to a relative one, so the copy's link stays in the copy), one leading out of the root or
+/// dangling is left out and reported; links are never followed.
+pub fn entries(root: &Path) -> Result<(Vec<Entry>, Vec<crate::confine::Skipped>)> {
+    let rule = crate::confine::WalkRule { gitignore: false, skip_hidden: false, follow_links: false, max_depth: None };
+    let root_k = root.to_path_buf();
+    let mut walk = crate::confine::Walk::new(root, root, rule, move |e, rel| {
+        let is_dir = e.file_type().is_some_and(|t| t.is_dir());
+        left_out(&root_k, rel, is_dir).is_none()
+    });
+    let canon = root.canonicalize().map_err(|e| SandboxError::io(format!("reading {}", root.display()), e))?;
     let mut out = Vec::new();
-    go(root, Path::new(""), &mut out)?;
-    Ok(out)
+    for e in walk.by_ref() {
+        if e.depth() == 0 {
+            continue;
+        }
+        let rel = e.path().strip_prefix(root).unwrap_or(e.path()).to_path_buf();
+        let meta = e.metadata().map_err(|err| SandboxError::Other(format!("reading {}: {err}", rel.display())))?;
+        let link = if meta.file_type().is_symlink() {
+            let text = std::fs::read_link(e.path())
+                .map_err(|err| SandboxError::io(format!("reading {}", rel.display()), err))?;
+            // The walk kept it, so it resolves inside the root.
+            let target =
+                e.path().canonicalize().map_err(|err| SandboxError::io(format!("reading {}", rel.display()), err))?;
+            Some(crate::confine::copied_link_target(&text, &rel, &canon, &target))
+        } else {
+            None
+        };
+        out.push(Entry { rel, meta, link });
+    }
+    Ok((out, walk.skipped()))
+}
+
+/// Say on stderr which symlinks a copy left out (one line; nothing when none).
+pub fn report_skipped(skipped: &[crate::confine::Skipped]) {
+    if skipped.is_empty() {
+        return;
+    }
+    let shown: Vec<String> = skipped.iter().take(5).map(|k| format!("{} ({})", k.path, k.reason)).collect();
+    let more = if skipped.len() > 5 { format!(" and {} more", skipped.len() - 5) } else { String::new() };
+    eprintln!("note: left out of the sandbox copy: {}{more}", shown.join(", "));
+}
+
+/// Append the repository's entries (but those under `skip`) to a tar under `prefix`:
+/// files and directories as they are, symlinks with the target [`entries`] gives. The
+/// Docker sandbox's upload and an image's build context.
+pub fn append_to_tar<W: std::io::Write>(
+    b: &mut tar::Builder<W>,
+    repo: &Path,
+    prefix: &Path,
+    skip: &[PathBuf],
+) -> Result<Vec<crate::confine::Skipped>> {
+    let io = |e| SandboxError::io("archiving the repository", e);
+    let (list, skipped) = entries(repo)?;
+    for e in list.into_iter().filter(|e| !skip.iter().any(|s| e.rel.starts_with(s))) {
+        match &e.link {
+            Some(target) => {
+                let mut h = tar::Header::new_gnu();
+                h.set_metadata_in_mode(&e.meta, tar::HeaderMode::Complete);
+                h.set_entry_type(tar::EntryType::Symlink);
+                h.set_size(0);
+                b.append_link(&mut h, prefix.join(&e.rel), target).map_err(io)?;
+            }
+            None => b.append_path_with_name(repo.join(&e.rel), prefix.join(&e.rel)).map_err(io)?,
+        }
+    }
+    Ok(skipped)
 }
 
 /// What a copy did.
@@ -113,6 +168,8 @@ pub struct CopyStats {
     pub reflinked: u64,
     pub dirs: u64,
     pub symlinks: u64,
+    /// Symlinks left out: leading out of the repository, or dangling.
+    pub skipped: Vec<crate::confine::Skipped>,
 }
 
 /// Threads that copy files at once. Creating a file waits on the file system's journal
@@ -120,7 +177,8 @@ pub struct CopyStats {
 pub const COPY_THREADS: usize = 4;
 
 /// Copy the repository at `src` into `dst` (created if needed) under the rule of
-/// [`left_out`]; symlinks stay symlinks (never followed out of the tree), sockets, fifos
+/// [`left_out`]; symlinks that stay inside stay symlinks (never followed), those leading
+/// out or dangling are left out and reported in [`CopyStats::skipped`]; sockets, fifos
 /// and devices are skipped. Files are copied on [`COPY_THREADS`] threads.
 pub fn copy_tree(src: &Path, dst: &Path) -> Result<CopyStats> {
     copy_tree_with(src, dst, COPY_THREADS)
@@ -130,17 +188,18 @@ pub fn copy_tree(src: &Path, dst: &Path) -> Result<CopyStats> {
 pub fn copy_tree_with(src: &Path, dst: &Path, threads: usize) -> Result<CopyStats> {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     std::fs::create_dir_all(dst).map_err(|e| SandboxError::io("creating the repository copy", e))?;
-    let mut stats = CopyStats::default();
+    let (list, skipped) = entries(src)?;
+    let mut stats = CopyStats { skipped, ..CopyStats::default() };
     let mut files = Vec::new();
     // Directories and links first, in order (a directory comes before what it holds).
-    for (rel, meta) in walk(src)? {
+    for Entry { rel, meta, link } in list {
         let to = dst.join(&rel);
         let res = if meta.is_dir() {
             stats.dirs += 1;
             std::fs::create_dir(&to)
-        } else if meta.file_type().is_symlink() {
+        } else if let Some(target) = link {
             stats.symlinks += 1;
-            std::fs::read_link(src.join(&rel)).and_then(|t| std::os::unix::fs::symlink(t, &to))
+            std::os::unix::fs::symlink(target, &to)
         } else {
             if meta.is_file() {
                 files.push((rel, meta));
@@ -288,12 +347,28 @@ mod tests {
         write(&src, "bin/run.sh", "#!/bin/sh\necho hi\n");
         std::fs::set_permissions(src.join("bin/run.sh"), std::fs::Permissions::from_mode(0o751)).unwrap();
         write(&src, "empty.txt", "");
+        // Links inside stay links (an absolute one made relative, so it stays in the copy);
+        // links out, and dangling ones, are left out and reported.
+        std::os::unix::fs::symlink("run.sh", src.join("bin/alias.sh")).unwrap();
+        std::os::unix::fs::symlink(src.join("bin/run.sh"), src.join("bin/abs.sh")).unwrap();
+        std::os::unix::fs::symlink(src.join("bin"), src.join("bindir")).unwrap();
         std::os::unix::fs::symlink("../etc/passwd-not-here", src.join("link")).unwrap();
+        std::os::unix::fs::symlink(t.path(), src.join("up")).unwrap();
         let stats = copy_tree(&src, &dst).unwrap();
-        assert_eq!((stats.files, stats.dirs, stats.symlinks, stats.bytes), (2, 1, 1, 18));
+        assert_eq!((stats.files, stats.dirs, stats.symlinks, stats.bytes), (2, 1, 3, 18));
         let mode = std::fs::metadata(dst.join("bin/run.sh")).unwrap().permissions().mode() & 0o7777;
         assert_eq!(mode, 0o751);
-        assert_eq!(std::fs::read_link(dst.join("link")).unwrap(), Path::new("../etc/passwd-not-here"));
+        assert_eq!(std::fs::read_link(dst.join("bin/alias.sh")).unwrap(), Path::new("run.sh"));
+        assert_eq!(std::fs::read_link(dst.join("bin/abs.sh")).unwrap(), Path::new("../bin/run.sh"));
+        assert_eq!(std::fs::read_link(dst.join("bindir")).unwrap(), Path::new("bin"));
+        assert_eq!(dst.join("bin/abs.sh").canonicalize().unwrap(), dst.join("bin/run.sh").canonicalize().unwrap());
+        assert!(
+            std::fs::symlink_metadata(dst.join("link")).is_err() && std::fs::symlink_metadata(dst.join("up")).is_err()
+        );
+        let why: Vec<(&str, &str)> = stats.skipped.iter().map(|k| (k.path.as_str(), k.reason.as_str())).collect();
+        assert_eq!(why.len(), 2, "{why:?}");
+        assert_eq!(why[0], ("link", "broken symlink"));
+        assert!(why[1].0 == "up" && why[1].1.starts_with("symlink out of the repository"), "{why:?}");
         assert_eq!(std::fs::read(dst.join("empty.txt")).unwrap(), b"");
     }
 }

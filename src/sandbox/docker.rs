@@ -496,9 +496,8 @@ pub(crate) fn repo_archive_at(repo: &Path, dir: &str, skip: &[std::path::PathBuf
         lead.push(c);
         b.append_data(&mut h.clone(), &lead, std::io::empty()).map_err(io)?;
     }
-    for rel in super::copy::repo_entries(repo)?.into_iter().filter(|r| !skip.iter().any(|s| r.starts_with(s))) {
-        b.append_path_with_name(repo.join(&rel), prefix.join(&rel)).map_err(io)?;
-    }
+    let skipped = super::copy::append_to_tar(&mut b, repo, prefix, skip)?;
+    super::copy::report_skipped(&skipped);
     b.into_inner().map_err(io)
 }
 

@@ -361,8 +361,29 @@ fn subdirs(dir: &Path) -> Vec<PathBuf> {
     v
 }
 
+/// A file outside the repository (a tool's configuration under the home directory), as
+/// text; empty when missing, unreadable or not a regular file (a FIFO would block).
 fn read(p: &Path) -> String {
-    std::fs::read_to_string(p).unwrap_or_default()
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    if !std::fs::metadata(p).is_ok_and(|m| m.is_file()) {
+        return String::new();
+    }
+    let Ok(f) = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(p) else {
+        return String::new();
+    };
+    if !f.metadata().is_ok_and(|m| m.is_file()) {
+        return String::new();
+    }
+    let mut out = String::new();
+    let _ = f.take(4 << 20).read_to_string(&mut out);
+    out
+}
+
+/// A file of the repository, read through the checked reader (never a symlink out of it,
+/// never a FIFO); empty when refused or missing.
+fn read_repo(repo: &Path, rel: &str) -> String {
+    crate::confine::read_text(repo, rel).unwrap_or_default()
 }
 
 /// `(major, minor)` of a `py3.12` suffix, for picking the newest.
@@ -420,7 +441,10 @@ fn lookup_found(i: &Inputs, passed_over: &mut Vec<String>) -> Option<PythonEnv> 
     for name in [".venv", "venv", "env"] {
         let dir = i.repo.join(name);
         if is_venv(&dir) {
-            let by = if read(&dir.join("pyvenv.cfg")).lines().any(|l| l.trim_start().starts_with("uv ")) {
+            let by = if read_repo(i.repo, &format!("{name}/pyvenv.cfg"))
+                .lines()
+                .any(|l| l.trim_start().starts_with("uv "))
+            {
                 " (made by uv)"
             } else {
                 ""
@@ -451,7 +475,7 @@ fn lookup_found(i: &Inputs, passed_over: &mut Vec<String>) -> Option<PythonEnv> 
             }
         }
     }
-    let pyproject = read(&i.repo.join("pyproject.toml"));
+    let pyproject = read_repo(i.repo, "pyproject.toml");
     // poetry
     if pyproject.contains("[tool.poetry") || i.repo.join("poetry.lock").is_file() {
         match poetry(i) {
@@ -621,7 +645,7 @@ fn hatch(i: &Inputs) -> Result<PythonEnv, String> {
 /// `name:` of the repository's `environment.yml`.
 fn conda_env_name(repo: &Path) -> Option<String> {
     ["environment.yml", "environment.yaml"].iter().find_map(|f| {
-        read(&repo.join(f))
+        read_repo(repo, f)
             .lines()
             .find_map(|l| l.strip_prefix("name:").map(|n| n.trim().trim_matches(|c| c == '"' || c == '\'').to_string()))
             .filter(|n| !n.is_empty())

@@ -279,9 +279,7 @@ async fn build_dockerfile(d: &bollard::Docker, repo: &Path, on_step: &mut impl F
             let mut b = tar::Builder::new(Vec::new());
             b.follow_symlinks(false);
             let io = |e| SandboxError::io("archiving the build context", e);
-            for rel in super::copy::repo_entries(&repo)? {
-                b.append_path_with_name(repo.join(&rel), &rel).map_err(io)?;
-            }
+            super::copy::append_to_tar(&mut b, &repo, Path::new(""), &[])?;
             b.into_inner().map_err(io)
         })
         .await

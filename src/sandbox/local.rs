@@ -84,7 +84,8 @@ impl LocalSandbox {
         }
         // An environment that lives in the repository (`.venv`) is used where it is, not copied.
         let skip: Vec<PathBuf> = config.env.as_ref().and_then(|e| env_inside(&config.repo, e)).into_iter().collect();
-        super::copy::copy_tree(&config.repo, &repo)?;
+        let copied = super::copy::copy_tree(&config.repo, &repo)?;
+        super::copy::report_skipped(&copied.skipped);
         copy_skip(&repo, &skip)?;
         let repo_str = repo.to_string_lossy().into_owned();
         let (path, base_env) = environment(&root, &repo, &config.repo, config.env.as_deref())?;

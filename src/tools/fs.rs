@@ -15,33 +15,17 @@ fn dot() -> String {
     ".".into()
 }
 
-/// A walker under `dir` that honours .gitignore and does not follow symlinks.
-fn walker(dir: &Path, hidden: bool, max_depth: Option<usize>) -> ignore::Walk {
-    ignore::WalkBuilder::new(dir)
-        .hidden(!hidden)
-        .git_ignore(true)
-        .git_exclude(true)
-        .require_git(false)
-        .follow_links(false)
-        .max_depth(max_depth)
-        .sort_by_file_name(|a, b| a.cmp(b))
-        .filter_entry(|e| e.file_name() != ".git" && e.file_name() != ".reproagent")
-        .build()
+/// The one walk ([`crate::confine::Walk`]) under `dir`: honours .gitignore, follows a
+/// symlink only while it stays inside the root, and reports the ones it skipped.
+fn walker(root: &Path, dir: &Path, hidden: bool, max_depth: Option<usize>) -> crate::confine::Walk {
+    let rule = crate::confine::WalkRule { gitignore: true, skip_hidden: !hidden, follow_links: true, max_depth };
+    crate::confine::Walk::new(root, dir, rule, |_, _| true)
 }
 
-/// Is this walk entry a file we may read: a regular file, or a symlink to one inside the root?
-fn readable_file(root: &Path, e: &ignore::DirEntry) -> Option<PathBuf> {
-    let t = e.file_type()?;
-    if t.is_file() {
-        return Some(e.path().to_path_buf());
-    }
-    if t.is_symlink() {
-        let canon = e.path().canonicalize().ok()?;
-        if canon.starts_with(root) && canon.is_file() {
-            return Some(e.path().to_path_buf());
-        }
-    }
-    None
+/// Is this walk entry a file we may read: a regular file (a symlink the walk followed
+/// resolves inside the root by the walk's rule)?
+fn readable_file(e: &ignore::DirEntry) -> Option<PathBuf> {
+    e.file_type().is_some_and(|t| t.is_file()).then(|| e.path().to_path_buf())
 }
 
 // ---------------------------------------------------------------- ls
@@ -85,6 +69,9 @@ pub struct LsEntry {
 pub struct LsOutput {
     pub path: String,
     pub entries: Vec<LsEntry>,
+    /// Symlinks left out: one leading out of the repository, or dangling.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<crate::confine::Skipped>,
     #[serde(flatten)]
     pub page: Page,
 }
@@ -101,15 +88,16 @@ impl TypedTool for Ls {
             return Err(ToolError::Other(format!("'{}' is not a directory", a.path)));
         }
         let mut entries = Vec::new();
-        for e in walker(&dir, true, Some(a.depth.clamp(1, 4))).filter_map(Result::ok) {
+        let mut walk = walker(ctx.root(), &dir, true, Some(a.depth.clamp(1, 4)));
+        for e in walk.by_ref() {
             if e.depth() == 0 {
                 continue;
             }
             let Some(t) = e.file_type() else { continue };
-            let kind = if t.is_dir() {
-                "dir"
-            } else if t.is_symlink() {
+            let kind = if e.path_is_symlink() {
                 "symlink"
+            } else if t.is_dir() {
+                "dir"
             } else {
                 "file"
             };
@@ -117,7 +105,7 @@ impl TypedTool for Ls {
             entries.push(LsEntry { path: ctx.rel(e.path()), kind, bytes });
         }
         let (entries, page) = page(entries, a.offset, a.limit.clamp(1, 1000), "entries");
-        Ok(LsOutput { path: ctx.rel(&dir), entries, page })
+        Ok(LsOutput { path: ctx.rel(&dir), entries, skipped: walk.skipped(), page })
     }
 }
 
@@ -150,6 +138,9 @@ fn find_limit() -> usize {
 pub struct FindOutput {
     pub pattern: String,
     pub files: Vec<String>,
+    /// Symlinks left out: one leading out of the repository, or dangling.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<crate::confine::Skipped>,
     #[serde(flatten)]
     pub page: Page,
 }
@@ -172,8 +163,9 @@ impl TypedTool for Find {
             })?
             .compile_matcher();
         let mut files = Vec::new();
-        for e in walker(&dir, false, None).filter_map(Result::ok) {
-            if readable_file(ctx.root(), &e).is_none() {
+        let mut walk = walker(ctx.root(), &dir, false, None);
+        for e in walk.by_ref() {
+            if readable_file(&e).is_none() {
                 continue;
             }
             let rel = ctx.rel(e.path());
@@ -183,7 +175,7 @@ impl TypedTool for Find {
             }
         }
         let (files, page) = page(files, a.offset, a.limit.clamp(1, 1000), "files");
-        Ok(FindOutput { pattern: a.pattern, files, page })
+        Ok(FindOutput { pattern: a.pattern, files, skipped: walk.skipped(), page })
     }
 }
 
@@ -240,6 +232,10 @@ pub struct GrepOutput {
     pub pattern: String,
     pub matches: Vec<GrepMatch>,
     pub files_with_matches: usize,
+    /// Symlinks left out (one leading out of the repository, or dangling), and files
+    /// refused by type.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<crate::confine::Skipped>,
     #[serde(flatten)]
     pub page: Page,
 }
@@ -343,11 +339,13 @@ impl TypedTool for Grep {
         let mut out = Vec::new();
         let mut count = 0usize;
         let mut files_with_matches = 0usize;
-        for e in walker(&start, false, None).filter_map(Result::ok) {
+        let mut walk = walker(ctx.root(), &start, false, None);
+        let mut refused = Vec::new();
+        for e in walk.by_ref() {
             if crate::cancel::requested() {
                 break;
             }
-            let Some(file) = readable_file(ctx.root(), &e) else { continue };
+            let Some(file) = readable_file(&e) else { continue };
             let rel = ctx.rel(&file);
             if let Some(g) = &glob {
                 let name = e.file_name().to_string_lossy();
@@ -365,8 +363,17 @@ impl TypedTool for Grep {
                 last_kept: false,
                 any: false,
             };
-            // An unreadable file is skipped, as ripgrep does.
-            let _ = searcher.search_path(&matcher, &file, &mut sink);
+            // Opened through the checked reader (a file swapped for a FIFO or a link out
+            // since the walk is refused); an unreadable file is skipped, as ripgrep does.
+            match crate::confine::open_regular(ctx.root(), &file) {
+                Ok(f) => {
+                    let _ = searcher.search_file(&matcher, &f, &mut sink);
+                }
+                Err(why @ (crate::confine::Refused::Outside { .. } | crate::confine::Refused::Special(_))) => {
+                    refused.push(crate::confine::Skipped { path: sink.path.clone(), reason: why.to_string() });
+                }
+                Err(_) => {}
+            }
             if sink.any {
                 files_with_matches += 1;
             }
@@ -389,6 +396,11 @@ impl TypedTool for Grep {
             pattern: a.pattern,
             matches: out,
             files_with_matches,
+            skipped: {
+                let mut s = walk.skipped();
+                s.append(&mut refused);
+                s
+            },
             page: Page { total: count, offset: a.offset, shown, truncated, note },
         })
     }

@@ -83,6 +83,95 @@ fn index_skips_symlinks_out_and_search_and_find_entity_never_show_their_content(
     assert_eq!(v["entities"], serde_json::json!([]), "{v}");
 }
 
+/// The indexer, the tools' walk and the sandbox copy apply one rule: a symlink that stays
+/// inside is followed (index, tools) or kept as a link that stays in the copy; one leading
+/// out, or dangling, is left out, and each of the three reports the same paths for the
+/// same reasons.
+#[test]
+fn the_indexer_the_tools_and_the_sandbox_copy_skip_and_report_the_same_symlinks() {
+    let e = evil();
+    std::fs::create_dir_all(e.repo.join("pkg")).unwrap();
+    write(&e.repo, "pkg/inner.py", "def inner():\n    return 1\n");
+    std::os::unix::fs::symlink(e.outside.join("secret.py"), e.repo.join("passwd.py")).unwrap();
+    std::os::unix::fs::symlink(&e.outside, e.repo.join("outdir")).unwrap();
+    std::os::unix::fs::symlink("../../outside/secret.py", e.repo.join("pkg/up.py")).unwrap();
+    std::os::unix::fs::symlink("good.py", e.repo.join("alias.py")).unwrap();
+    std::os::unix::fs::symlink(e.repo.join("pkg"), e.repo.join("pkg_abs")).unwrap();
+    // The fixture's own links (copy_into copies files only).
+    std::os::unix::fs::symlink("missing_target.py", e.repo.join("dangling.py")).unwrap();
+    std::os::unix::fs::symlink("..", e.repo.join("loop/back")).unwrap();
+
+    // The indexer.
+    let s = index::run(&Options::new(&e.repo)).expect("index");
+    let links = |v: Vec<(String, String)>| -> Vec<(String, String)> {
+        v.into_iter().filter(|(_, why)| why.contains("symlink")).collect()
+    };
+    let by_index = links(s.skipped.iter().map(|k| (k.path.clone(), k.reason.clone())).collect());
+    let paths: Vec<&str> = by_index.iter().map(|(p, _)| p.as_str()).collect();
+    // pkg_abs leads inside, so it is followed, and pkg/up.py is met through it too.
+    assert_eq!(
+        paths,
+        ["dangling.py", "loop/back", "outdir", "passwd.py", "pkg/up.py", "pkg_abs/up.py"],
+        "{by_index:?}"
+    );
+
+    // The tools' walk (find, grep, ls) reports the same, for the same reasons.
+    let reg = reproagent::tools::all();
+    let ctx = reproagent::tools::ToolContext::new(&e.repo).unwrap();
+    let skipped_of = |tool: &str, args: serde_json::Value| -> Vec<(String, String)> {
+        let out = reg.call(&ctx, tool, args);
+        assert!(!out.is_error, "{tool}: {}", out.value);
+        let list = out.value["skipped"].as_array().cloned().unwrap_or_default();
+        links(
+            list.iter()
+                .map(|k| (k["path"].as_str().unwrap().to_string(), k["reason"].as_str().unwrap().to_string()))
+                .collect(),
+        )
+    };
+    assert_eq!(skipped_of("find", serde_json::json!({"pattern": "*.py"})), by_index);
+    assert_eq!(skipped_of("grep", serde_json::json!({"pattern": "TOPSECRETWORD"})), by_index);
+    let out = reg.call(&ctx, "find", serde_json::json!({"pattern": "*.py", "limit": 1000}));
+    let found: Vec<String> =
+        out.value["files"].as_array().unwrap().iter().map(|f| f.as_str().unwrap().to_string()).collect();
+    let store = reproagent::store::open(&reproagent::store::db_path(&e.repo.canonicalize().unwrap())).unwrap();
+    let indexed: Vec<String> =
+        store.export("file").unwrap().rows.iter().map(|r| r[0].get_str().unwrap().to_string()).collect();
+    // What the walk gave the indexer: the files it stored and those it read and skipped
+    // for their content (binary, not UTF-8).
+    let mut walked = indexed.clone();
+    walked.extend(s.skipped.iter().filter(|k| !k.reason.contains("symlink")).map(|k| k.path.clone()));
+    walked.sort();
+    let mut found_py = found;
+    found_py.sort();
+    assert_eq!(found_py, walked, "find and the index walk see the same Python files");
+    assert!(
+        indexed.contains(&"alias.py".to_string()) && indexed.contains(&"pkg_abs/inner.py".to_string()),
+        "{indexed:?}"
+    );
+    let out = reg.call(&ctx, "grep", serde_json::json!({"pattern": "TOPSECRETWORD"}));
+    assert_eq!(out.value["total"], 0, "{}", out.value);
+
+    // The sandbox copy: links inside kept (the absolute one made relative, into the copy),
+    // the rest left out with the same reasons.
+    let dst = tempfile::tempdir().unwrap();
+    let stats = reproagent::sandbox::copy::copy_tree(&e.repo, dst.path()).unwrap();
+    let by_copy: Vec<(String, String)> = stats.skipped.iter().map(|k| (k.path.clone(), k.reason.clone())).collect();
+    let expected: Vec<(String, String)> =
+        by_index.iter().filter(|(p, _)| p != "loop/back" && p != "pkg_abs/up.py").cloned().collect();
+    assert_eq!(by_copy, expected, "the copy keeps loop/back (-> ..) and pkg_abs as links inside, not followed");
+    assert_eq!(std::fs::read_link(dst.path().join("pkg_abs")).unwrap(), Path::new("pkg"));
+    assert_eq!(std::fs::read_link(dst.path().join("alias.py")).unwrap(), Path::new("good.py"));
+    for gone in ["passwd.py", "outdir", "pkg/up.py", "dangling.py"] {
+        assert!(std::fs::symlink_metadata(dst.path().join(gone)).is_err(), "{gone} was copied");
+    }
+    assert!(dst
+        .path()
+        .join("pkg_abs/inner.py")
+        .canonicalize()
+        .unwrap()
+        .starts_with(dst.path().canonicalize().unwrap()));
+}
+
 #[test]
 fn a_search_snippet_is_not_read_through_a_symlink_swapped_in_after_index() {
     let e = evil();
@@ -183,10 +272,23 @@ fn sandbox_writes_and_write_never_follow_a_symlink_out() {
     std::os::unix::fs::symlink(&e.outside, e.repo.join("tests")).unwrap();
     std::os::unix::fs::symlink(e.outside.join("created.py"), e.repo.join("dangling_out.py")).unwrap();
     let sb = LocalSandbox::open(SandboxConfig::new(&e.repo, "unused")).expect("open");
+    // The copy leaves both links out (the one walk rule), so a write of tests/... lands in
+    // a real directory of the copy.
+    let copy = PathBuf::from(sb.workdir());
+    assert!(
+        std::fs::symlink_metadata(copy.join("tests")).is_err()
+            && std::fs::symlink_metadata(copy.join("dangling_out.py")).is_err()
+    );
+    // Links a test run could make in the copy are never written through either.
+    std::os::unix::fs::symlink(&e.outside, copy.join("made_by_a_run")).unwrap();
+    std::os::unix::fs::symlink(e.outside.join("created.py"), copy.join("dangling_made.py")).unwrap();
     block_on(async {
-        let r = sb.write_file("tests/test_repro.py", b"def test_x(): pass\n").await;
-        assert!(r.is_err(), "the write followed tests -> outside");
-        let r = sb.write_file("dangling_out.py", b"x = 1\n").await;
+        sb.write_file("tests/test_repro.py", b"def test_x(): pass\n")
+            .await
+            .expect("a write into the copy's own tests/");
+        let r = sb.write_file("made_by_a_run/test_repro.py", b"def test_x(): pass\n").await;
+        assert!(r.is_err(), "the write followed made_by_a_run -> outside");
+        let r = sb.write_file("dangling_made.py", b"x = 1\n").await;
         assert!(r.is_err(), "the write followed a dangling symlink");
         sb.write_file("newdir/test_ok.py", b"x = 1\n").await.expect("a plain write inside the copy");
         sb.close().await.unwrap();
