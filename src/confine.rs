@@ -237,7 +237,7 @@ pub fn read_bytes(root: &Path, rel: impl AsRef<Path>) -> Option<Vec<u8>> {
 
 /// A walk entry the rule refused, reported to the user: its path relative to the root
 /// (`/`-separated) and why.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct Skipped {
     pub path: String,
     pub reason: String,

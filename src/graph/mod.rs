@@ -48,7 +48,7 @@ impl GraphError {
 }
 
 /// An entity as the queries report it.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, schemars::JsonSchema)]
 pub struct EntityInfo {
     pub id: String,
     pub kind: String,
@@ -61,7 +61,7 @@ pub struct EntityInfo {
 }
 
 /// One call edge met by a walk, with the depth at which it was met.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, schemars::JsonSchema)]
 pub struct Edge {
     pub caller: String,
     pub callee: String,
@@ -617,7 +617,7 @@ pub struct ImportsInfo {
     pub imported_by: Vec<ImportRow>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ImportRow {
     pub file: String,
     pub line: i64,

@@ -48,7 +48,14 @@ impl Server {
                     Value::Object(o) => o,
                     _ => JsonObject::new(),
                 };
-                McpTool::new(t.name(), t.description(), Arc::new(schema))
+                let mut tool = McpTool::new(t.name(), t.description(), Arc::new(schema));
+                // The answer's schema (MCP wants an object schema; every answer is one).
+                if let Value::Object(o) = t.output_schema() {
+                    if o.get("type").and_then(Value::as_str) == Some("object") {
+                        tool.output_schema = Some(Arc::new(o));
+                    }
+                }
+                tool
             })
             .collect();
         let names: Vec<&str> = registry.tools().map(|t| t.name()).collect();
@@ -69,7 +76,8 @@ impl Server {
 
 /// A tool's output as MCP content: compact JSON (pretty-printing was a quarter of all
 /// characters), file text (`read_file`, `read_entity`) as a second block of plain text
-/// rather than a JSON-escaped string, and the whole value as structured content.
+/// rather than a JSON-escaped string, and the whole value as structured content, which
+/// for a successful call conforms to the tool's declared `outputSchema`.
 pub(crate) fn to_result(out: ToolOutput) -> CallToolResult {
     let mut meta = out.value.clone();
     let text = match meta.as_object_mut().and_then(|o| o.remove("content")) {

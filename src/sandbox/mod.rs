@@ -264,7 +264,7 @@ impl ExecRequest {
 }
 
 /// What a command did.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct ExecOutput {
     /// Exit code; None when the process was killed by a signal without one.
     pub exit_code: Option<i64>,

@@ -18,7 +18,7 @@ pub const REPORT_DIR: &str = ".reproagent-run";
 
 /// Test frameworks we run and read. [`FRAMEWORKS`] is the one list of them that the
 /// test plan's schema, the prompts, the plan check, `run_test` and the key-free mode read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Framework {
     Pytest,
@@ -109,7 +109,7 @@ impl Framework {
 }
 
 /// The outcome of a test run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TestStatus {
     /// Tests ran and all passed.
@@ -122,7 +122,7 @@ pub enum TestStatus {
 }
 
 /// One failing test.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TestFailure {
     /// As the framework names it (`tests/test_x.py::test_a`, `com.acme.FooTest.bar()`).
     pub name: String,
@@ -132,7 +132,7 @@ pub struct TestFailure {
 }
 
 /// A structured test result.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TestResult {
     pub status: TestStatus,
     pub framework: Framework,

@@ -213,7 +213,7 @@ pub fn docs_for(facts: &FileFacts, text: &str) -> Vec<SearchDoc> {
 }
 
 /// One ranked hit.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, schemars::JsonSchema)]
 pub struct SearchHit {
     /// The entity kind, or `file`.
     pub kind: String,

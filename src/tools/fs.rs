@@ -56,7 +56,7 @@ fn ls_limit() -> usize {
     200
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct LsEntry {
     pub path: String,
     /// `dir`, `file` or `symlink`.
@@ -65,7 +65,7 @@ pub struct LsEntry {
     pub bytes: Option<u64>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct LsOutput {
     pub path: String,
     pub entries: Vec<LsEntry>,
@@ -134,7 +134,7 @@ fn find_limit() -> usize {
     100
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct FindOutput {
     pub pattern: String,
     pub files: Vec<String>,
@@ -216,7 +216,7 @@ const GREP_COUNT_CAP: usize = 10_000;
 /// A matched line longer than this is cut.
 const LINE_CHARS: usize = 300;
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct GrepMatch {
     pub path: String,
     pub line: u64,
@@ -227,7 +227,7 @@ pub struct GrepMatch {
     pub after: Vec<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct GrepOutput {
     pub pattern: String,
     pub matches: Vec<GrepMatch>,
@@ -430,7 +430,7 @@ const READ_DEFAULT_LINES: usize = 200;
 const READ_MAX_BYTES: usize = 50_000;
 const READ_LINE_CHARS: usize = 2_000;
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct ReadFileOutput {
     pub path: String,
     pub start_line: usize,

@@ -32,7 +32,7 @@ fn twenty() -> usize {
     20
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct FindEntityOutput {
     pub name: String,
     /// `exact` (id, name, qualified-name suffix or substring matches) or `fuzzy` (nothing
@@ -112,7 +112,7 @@ pub struct EntityArgs {
     pub name: String,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct ClassStructureOutput {
     pub class: EntityInfo,
     /// Direct bases as written, with the resolved id (empty when outside the repository).
@@ -128,13 +128,13 @@ pub struct ClassStructureOutput {
     pub note: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Base {
     pub name: String,
     pub id: String,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Override {
     /// The method of this class...
     pub method: String,
@@ -226,7 +226,7 @@ fn hundred() -> usize {
     100
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct WalkOutput {
     pub entity: String,
     pub depth: usize,
@@ -247,7 +247,7 @@ const MAX_WALK_DEPTH: usize = 5;
 
 /// The calls between one caller and one callee, or all the calls of one entity at the
 /// other end of a walk.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Group {
     pub entity: String,
     pub depth: i64,
@@ -395,7 +395,7 @@ fn ten() -> usize {
     10
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct CallChainOutput {
     pub from: String,
     pub to: String,
@@ -453,7 +453,7 @@ pub struct ImportsArgs {
     pub limit: usize,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct ImportsOutput {
     pub file: String,
     /// What the file imports: module as written, name, alias and the resolved target
@@ -508,7 +508,7 @@ fn fifty() -> usize {
     50
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct TestsForOutput {
     pub entity: String,
     /// Test ids that reach the entity through at most 3 calls of confidence at least 0.5.
@@ -552,7 +552,7 @@ pub struct ReadEntityArgs {
     pub name: String,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct ReadEntityOutput {
     pub entity: EntityInfo,
     /// The first line shown: the first decorator or annotation above the definition.

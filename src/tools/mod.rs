@@ -163,6 +163,10 @@ pub trait Tool: Send + Sync {
     fn description(&self) -> &'static str;
     /// The JSON schema of the arguments (an object schema).
     fn schema(&self) -> Value;
+    /// The JSON schema of a successful answer (what it serializes to; the fields every
+    /// answer may gain, `stale`, `truncated` and `note`, are allowed beside it). An
+    /// error answer is the error's JSON, not this.
+    fn output_schema(&self) -> Value;
     fn call(&self, ctx: &ToolContext, args: Value) -> ToolOutput;
 }
 
@@ -171,7 +175,7 @@ pub trait TypedTool: Send + Sync {
     const NAME: &'static str;
     const DESCRIPTION: &'static str;
     type Args: DeserializeOwned + JsonSchema;
-    type Output: Serialize;
+    type Output: Serialize + JsonSchema;
     fn run(&self, ctx: &ToolContext, args: Self::Args) -> Result<Self::Output, ToolError>;
 }
 
@@ -184,6 +188,16 @@ impl<T: TypedTool> Tool for T {
     }
     fn schema(&self) -> Value {
         let mut v = serde_json::to_value(schemars::schema_for!(T::Args)).unwrap_or_else(|_| json!({"type": "object"}));
+        if let Some(o) = v.as_object_mut() {
+            o.remove("$schema");
+            o.remove("title");
+        }
+        v
+    }
+    fn output_schema(&self) -> Value {
+        let generator = schemars::generate::SchemaSettings::draft2020_12().for_serialize().into_generator();
+        let mut v = serde_json::to_value(generator.into_root_schema_for::<T::Output>())
+            .unwrap_or_else(|_| json!({"type": "object"}));
         if let Some(o) = v.as_object_mut() {
             o.remove("$schema");
             o.remove("title");
@@ -529,7 +543,7 @@ pub(crate) fn strsim_distance(a: &str, b: &str) -> usize {
 }
 
 /// Bounds on a list: `offset` and `limit`, with the note that tells how to get the rest.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 pub struct Page {
     /// How many there are in all (or at least, when counting stopped: see `note`).
     pub total: usize,

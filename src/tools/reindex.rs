@@ -18,7 +18,7 @@ pub struct IndexArgs {
     pub full: bool,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct IndexOutput {
     /// `full`, `incremental` or `unchanged`.
     pub mode: String,

@@ -33,7 +33,7 @@ fn ten() -> usize {
     10
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct SearchCodeOutput {
     pub query: String,
     /// Ranked hits, best first: kind, id, path, line range, score and a snippet.

@@ -32,7 +32,7 @@ pub struct ThinkingArgs {
 }
 
 /// A recorded thought.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Thought {
     pub number: u32,
     pub thought: String,
@@ -53,7 +53,7 @@ const MAX_THOUGHT_CHARS: usize = 20_000;
 /// Thoughts kept per session; older ones are dropped first.
 const MAX_THOUGHTS: usize = 1_000;
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct ThinkingOutput {
     pub number: u32,
     pub total: u32,

@@ -173,6 +173,75 @@ fn mcp_round_trip_over_stdio() {
     assert!(c.child.try_wait().unwrap().is_some(), "the server exits when its stdin closes");
 }
 
+/// Every tool the server lists declares an output schema (an object schema), and the
+/// structured content of a successful call validates against it: what an SDK client
+/// checks (the official Python SDK validates `structuredContent` against `outputSchema`).
+/// One call per tool, a second where an option changes the answer's shape; a tool the
+/// table has no call for fails the test.
+#[test]
+fn every_tool_declares_an_output_schema_and_its_answers_conform() {
+    let dir = copy_tree(&fixture("python/shop"));
+    index_with(dir.path(), 1, true);
+    let mut c = Client::spawn_with(dir.path(), &["--sandbox", "local"]);
+    initialize(&mut c);
+    let list = c.request("tools/list", json!({}));
+    let tools = list["result"]["tools"].as_array().unwrap_or_else(|| panic!("{list}")).clone();
+    let money = "core/pricing.py:round_money";
+    let calls: Vec<(&str, Value)> = vec![
+        ("ls", json!({"depth": 2})),
+        ("find", json!({"pattern": "*.py"})),
+        ("grep", json!({"pattern": "def ", "context": 1, "limit": 3})),
+        ("read_file", json!({"path": "core/pricing.py", "start_line": 1, "end_line": 5})),
+        ("search_code", json!({"query": "discount price"})),
+        ("find_entity", json!({"name": "Product"})),
+        ("find_entity", json!({"name": "MembrDiscont"})),
+        ("read_entity", json!({"name": "core/models.py:Product.describe"})),
+        ("class_structure", json!({"name": "core/models.py:PerishableProduct"})),
+        ("callers", json!({"name": money})),
+        ("callers", json!({"name": money, "group": true, "exclude_tests": true})),
+        ("callees", json!({"name": "cli.py"})),
+        ("call_chain", json!({"from": "cli.py", "to": money})),
+        ("imports", json!({"path": "core/pricing.py"})),
+        ("tests_for", json!({"name": money})),
+        ("tests_for", json!({"name": "core/errors.py:ShopError"})),
+        ("sequential_thinking", json!({"thought": "a", "number": 1, "total": 1, "next_needed": false})),
+        ("index", json!({})),
+        ("run_command", json!({"command": "echo hi"})),
+        ("run_python", json!({"code": "print(1)"})),
+        ("run_test", json!({"file": "tests/test_orders.py"})),
+    ];
+    let listed: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    for (name, _) in &calls {
+        assert!(listed.contains(name), "{name} is not listed: {listed:?}");
+    }
+    for t in &tools {
+        let name = t["name"].as_str().unwrap();
+        let schema = &t["outputSchema"];
+        assert_eq!(schema["type"], "object", "{name} declares no object output schema: {t}");
+        let validator =
+            jsonschema::validator_for(schema).unwrap_or_else(|e| panic!("{name}: a bad schema ({e}): {schema}"));
+        let mine: Vec<&Value> = calls.iter().filter(|(n, _)| *n == name).map(|(_, a)| a).collect();
+        assert!(!mine.is_empty(), "no sample call of {name} in this test");
+        for args in mine {
+            let r = c.call(name, args.clone());
+            assert_eq!(r["isError"], false, "{name} {args}: {r}");
+            let got = &r["structuredContent"];
+            let errors: Vec<String> =
+                validator.iter_errors(got).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+            assert!(
+                errors.is_empty(),
+                "{name} {args}: the answer does not conform to its outputSchema: {errors:?}\n{got}"
+            );
+            // The schema says something: the answer with its first required field's value
+            // replaced by one of another JSON type is refused.
+            let mut bad = got.clone();
+            let key = schema["required"][0].as_str().unwrap_or_else(|| panic!("{name}: no required field: {schema}"));
+            bad[key] = if bad[key].is_string() { json!(12345) } else { json!("not this") };
+            assert!(!validator.is_valid(&bad), "{name}: the schema accepts {key} = {}", bad[key]);
+        }
+    }
+}
+
 fn initialize(c: &mut Client) {
     let init = c.request(
         "initialize",
