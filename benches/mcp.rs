@@ -41,6 +41,16 @@ fn workload(store: &store::Store) -> Vec<(&'static str, Vec<Value>)> {
         .into_iter()
         .map(|d| d.split_whitespace().take(4).collect::<Vec<_>>().join(" "))
         .collect();
+    // Caller and callee two sure calls apart (a chain exists), outside tests.
+    let pairs: Vec<Vec<String>> = strings(
+        store,
+        "?[a, c] := *calls{caller: a, callee: b, confidence: c1}, c1 >= 0.5, \
+         *calls{caller: b, callee: c, confidence: c2}, c2 >= 0.5, a != c, a != b, b != c, \
+         !starts_with(a, 'tests/') :order a, c",
+    );
+    let stride = (pairs.len() / 100).max(1);
+    let chains: Vec<Value> =
+        pairs.iter().step_by(stride).take(100).map(|p| json!({"from": p[0], "to": p[1]})).collect();
     let map = |v: &[String], f: &dyn Fn(&String) -> Value| v.iter().map(f).collect::<Vec<_>>();
     vec![
         ("find_entity", map(&ids, &|id| json!({"name": id}))),
@@ -48,6 +58,7 @@ fn workload(store: &store::Store) -> Vec<(&'static str, Vec<Value>)> {
         ("read_entity", map(&ids, &|id| json!({"name": id}))),
         ("callers", map(&ids, &|id| json!({"name": id}))),
         ("callees", map(&ids, &|id| json!({"name": id}))),
+        ("call_chain", chains),
         ("class_structure", map(&classes, &|id| json!({"name": id}))),
         ("imports", map(&files, &|p| json!({"path": p}))),
         ("tests_for", map(&ids, &|id| json!({"name": id}))),

@@ -34,5 +34,7 @@
 (import_statement) @import
 (import_from_statement) @import
 
+; A base written as a call (`BaseManager.from_queryset(QuerySet)`) is kept as written too:
+; the resolver reads a class factory called on a class as a subclass of that class.
 (class_definition
-  superclasses: (argument_list [(identifier) (attribute)] @base)) @base.owner
+  superclasses: (argument_list [(identifier) (attribute) (call)] @base)) @base.owner

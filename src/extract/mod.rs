@@ -761,9 +761,42 @@ fn count_args(args: Node) -> u32 {
 fn receiver_text(node: Node, src: &str) -> String {
     let t = text(node, src);
     if t.len() > 120 {
-        return "<expr>".into();
+        // A long receiver is most often a chain of calls with long arguments
+        // (`Model.objects.filter(\n a=..., b=...,\n)`): its shape without them still
+        // names what it is called on.
+        return calls_without_arguments(t)
+            .filter(|s| s.len() <= 120 && !s.is_empty())
+            .unwrap_or_else(|| "<expr>".into());
     }
     t.chars().filter(|c| !c.is_whitespace()).collect()
+}
+
+/// `a.f(x, g(y)).h(z)` -> `a.f().h()`, whitespace dropped; None when the parentheses do
+/// not balance, or a bracket, brace or quote stands outside them (not a plain chain).
+fn calls_without_arguments(t: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut level = 0usize;
+    for c in t.chars() {
+        match c {
+            '(' => {
+                if level == 0 {
+                    out.push('(');
+                }
+                level += 1;
+            }
+            ')' => {
+                level = level.checked_sub(1)?;
+                if level == 0 {
+                    out.push(')');
+                }
+            }
+            _ if level > 0 => {}
+            c if c.is_whitespace() => {}
+            '[' | ']' | '{' | '}' | '"' | '\'' | '`' => return None,
+            c => out.push(c),
+        }
+    }
+    (level == 0).then_some(out)
 }
 
 /// `List<String>` -> `List`, `a.b.C<T>` -> `a.b.C`, `int[]` stays.
@@ -849,6 +882,17 @@ fn comment_doc(node: Node, src: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_receivers_keep_their_call_chain_shape() {
+        assert_eq!(
+            calls_without_arguments("Foo.objects.filter(a=1, b=g(2))\n  .exclude(c=3)").as_deref(),
+            Some("Foo.objects.filter().exclude()")
+        );
+        assert_eq!(calls_without_arguments("f(a)[0].b"), None);
+        assert_eq!(calls_without_arguments("f(a))"), None);
+        assert_eq!(calls_without_arguments("f((a)"), None);
+    }
 
     fn facts(path: &str, src: &str) -> FileFacts {
         let lang = Lang::of_path(std::path::Path::new(path)).unwrap();

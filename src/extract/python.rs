@@ -127,6 +127,9 @@ pub(crate) fn bindings<'t>(root: Node<'t>, src: &str, out: &mut Vec<RawBinding<'
                 if let Some(ps) = n.child_by_field_name("parameters") {
                     parameters(ps, src, out);
                 }
+                if let (Some(i), Some(b)) = (wraps_parameter(n, src), n.child_by_field_name("body")) {
+                    out.push((b, "@wraps".into(), format!("P:{i}")));
+                }
                 if let Some(r) = n.child_by_field_name("return_type") {
                     out.push((r, "->".into(), annotation(r, src).map(|t| format!("T:{t}")).unwrap_or_default()));
                 } else if let Some(t) = rtype(&doc(n, src)) {
@@ -145,11 +148,27 @@ pub(crate) fn bindings<'t>(root: Node<'t>, src: &str, out: &mut Vec<RawBinding<'
                 let value = ty.unwrap_or_else(|| right.map(|r| value_of(r, src)).unwrap_or_default());
                 if let Some(l) = n.child_by_field_name("left") {
                     targets(l, src, &value, out);
+                    // `x = factory(f, ...)`: the first arguments that are names, as
+                    // `x#0`, `x#1` (what a factory's `@wraps(param)` wrapper stands for).
+                    if let (true, Some(r)) =
+                        (l.kind() == "identifier", right.filter(|r| value.starts_with("C:") && r.kind() == "call"))
+                    {
+                        for (i, a) in positional_paths(r, src) {
+                            out.push((l, format!("{}#{i}", text(l, src)), format!("A:{a}")));
+                        }
+                    }
                 }
             }
-            // `return Cls(...)`, `return self.make()`: a return type when none is declared.
+            // `return Cls(...)`, `return self.make()`: a return type when none is declared;
+            // `return wrapper`, `return self._query` (a name or path; not `cls`, which is
+            // the class, not an instance): the value it holds, or the function a name
+            // defines (a factory's result).
             "return_statement" if in_def => {
-                if let Some(v) = n.named_child(0).map(|r| value_of(r, src)).filter(|v| v.starts_with("C:")) {
+                let v = n
+                    .named_child(0)
+                    .map(|r| value_of(r, src))
+                    .filter(|v| v.starts_with("C:") || (v.starts_with("A:") && v != "A:cls"));
+                if let Some(v) = v {
                     out.push((n, "->".into(), v));
                 }
             }
@@ -268,6 +287,58 @@ fn targets<'t>(t: Node<'t>, src: &str, value: &str, out: &mut Vec<RawBinding<'t>
         }
         _ => {}
     }
+}
+
+/// The positional arguments among a call's first three that are names or dotted paths,
+/// with their positions.
+fn positional_paths(call: Node, src: &str) -> Vec<(usize, String)> {
+    let Some(args) = call.child_by_field_name("arguments") else { return Vec::new() };
+    let mut out = Vec::new();
+    let mut c = args.walk();
+    for (i, a) in args.named_children(&mut c).take_while(|a| a.kind() != "keyword_argument").take(3).enumerate() {
+        if matches!(a.kind(), "list_splat" | "dictionary_splat" | "comment") {
+            break;
+        }
+        if is_path(a) {
+            out.push((i, compact(a, src)));
+        }
+    }
+    out
+}
+
+/// For a `def` decorated with `@wraps(p)` / `@functools.wraps(p)` inside a function
+/// whose parameter `p` is: that parameter's position (the wrapper stands for what the
+/// enclosing factory was given there).
+fn wraps_parameter(def: Node, src: &str) -> Option<usize> {
+    let dd = def.parent().filter(|p| p.kind() == "decorated_definition")?;
+    let mut c = dd.walk();
+    let wrapped = dd.named_children(&mut c).filter(|d| d.kind() == "decorator").find_map(|d| {
+        let call = d.named_child(0).filter(|x| x.kind() == "call")?;
+        let f = call.child_by_field_name("function")?;
+        if !matches!(compact(f, src).as_str(), "wraps" | "functools.wraps") {
+            return None;
+        }
+        let first = call.child_by_field_name("arguments")?.named_child(0).filter(|a| a.kind() == "identifier")?;
+        Some(text(first, src).to_string())
+    })?;
+    let mut up = dd.parent();
+    while let Some(p) = up {
+        if p.kind() == "function_definition" {
+            let ps = p.child_by_field_name("parameters")?;
+            let mut c2 = ps.walk();
+            return ps.named_children(&mut c2).position(|x| {
+                let name = match x.kind() {
+                    "identifier" => Some(x),
+                    "default_parameter" | "typed_default_parameter" => x.child_by_field_name("name"),
+                    "typed_parameter" => x.named_child(0),
+                    _ => None,
+                };
+                name.is_some_and(|n| text(n, src) == wrapped)
+            });
+        }
+        up = p.parent();
+    }
+    None
 }
 
 /// What a right-hand side is known to hold: `C:<callee>` for a call of a name or dotted

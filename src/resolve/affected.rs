@@ -15,8 +15,9 @@
 //!
 //! Python bindings (`extract::Var`) other files can see are definitions too: module-level
 //! and class-body assignments, `self.x = ...` (under `x`) and return types (under the
-//! function's name: annotations, and the calls `return` statements return); a function's
-//! local bindings are not.
+//! function's name: annotations, and what `return` statements return), a factory's
+//! `@wraps(p)` wrapper (under the outermost function's name) and `x#0` (the arguments
+//! `x = f(a)` was made with, under `x`); a function's other local bindings are not.
 //!
 //! An edit inside a function body that changes no such binding changes no definition: only
 //! the edited file is resolved again. The test "incremental equals full" checks the rule on every relation.
@@ -79,6 +80,18 @@ fn visible_name<'a>(f: &'a FileFacts, v: &'a crate::extract::Var) -> Option<&'a 
     let owner = f.entities.get(v.owner as usize)?;
     if v.name == "->" {
         return Some(owner.name.as_str());
+    }
+    // A factory's wrapper (`@wraps(p)`): seen by the outermost function around it.
+    if v.name == "@wraps" {
+        let mut top = owner;
+        while let Some(p) = top.parent.filter(|&p| p != 0) {
+            top = f.entities.get(p as usize)?;
+        }
+        return Some(top.name.as_str());
+    }
+    // `x#0`, the arguments `x = f(a, ...)` was made with: seen as `x`.
+    if let Some((name, _)) = v.name.split_once('#') {
+        return (v.owner == 0 || owner.kind.is_type()).then_some(name);
     }
     if let Some(attr) = v.name.strip_prefix("self.") {
         return Some(attr);

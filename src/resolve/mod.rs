@@ -337,7 +337,16 @@ impl<'a> World<'a> {
         // Bases are looked up in the scope that contains the type.
         let scope = (ty.0, self.entity(ty).parent.unwrap_or(0));
         let found = match f.lang {
-            Lang::Python => python::resolve_dotted(self, scope, base),
+            Lang::Python => python::resolve_dotted(self, scope, base).or_else(|| {
+                // `class Manager(BaseManager.from_queryset(QuerySet))`: a class's own
+                // factory method called on it makes a subclass of it.
+                let (callee, _) = base.strip_suffix(')')?.split_once('(')?;
+                let (class, method) = callee.rsplit_once('.')?;
+                let c = python::resolve_dotted(self, scope, class)?;
+                let factory = self.entity(c).kind.is_type()
+                    && !self.child_named(c, method, |k| k == crate::extract::Kind::Method).is_empty();
+                factory.then_some(c)
+            }),
             Lang::TypeScript => typescript::resolve_dotted(self, scope, base),
             Lang::Java => java::resolve_type(self, scope, base).map(|h| h.target),
         }?;

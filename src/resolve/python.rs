@@ -527,8 +527,8 @@ fn attr_classes(w: &World, class: ERef, attr: &str) -> Vec<ERef> {
 }
 
 /// The classes the instance an attribute of a class holds is an instance of: the class
-/// body's assignments, then `self.<attr> = ...` in its methods; on the nearest class of
-/// the ancestors that binds it.
+/// body's assignments, then `self.<attr> = ...` in its methods, then what a method of that
+/// name returns (a property); on the nearest class of the ancestors that binds it.
 fn attr_types(w: &World, class: ERef, attr: &str, depth: u32) -> Vec<ERef> {
     for c in std::iter::once(class).chain(w.ancestors(class)) {
         let mut out = Vec::new();
@@ -548,6 +548,17 @@ fn attr_types(w: &World, class: ERef, attr: &str, depth: u32) -> Vec<ERef> {
             out.dedup();
             return out;
         }
+        // `self.query.chain()` where `query` is a method read as an attribute: a
+        // property, whose value is what it returns.
+        let getters = w.child_named(c, attr, |k| k == Kind::Method);
+        if let Some(&m) = getters.first() {
+            for t in var_tys(w, m, "->") {
+                out.extend(value_types(w, m, t, depth + 1));
+            }
+            out.sort();
+            out.dedup();
+            return out;
+        }
     }
     Vec::new()
 }
@@ -561,21 +572,26 @@ fn path_types(w: &World, scope: ERef, path: &str, line: u32, depth: u32) -> Vec<
     if let Some(callee) = path.strip_suffix("()") {
         return call_types(w, scope, callee, depth + 1);
     }
-    // `Cls(args)` as written: the call of the path before the parenthesis that closes last.
-    if let Some(open) = path.find('(').filter(|_| path.ends_with(')')) {
+    // `Cls(args)`, `Cls().filter(a=1)` as written: the call of what stands before the
+    // parenthesis the last one closes.
+    if path.ends_with(')') {
         let mut level = 0i32;
-        let closes_at_end = path[open..].char_indices().all(|(i, c)| {
+        let mut open = None;
+        for (i, c) in path.char_indices().rev() {
             level += match c {
-                '(' => 1,
-                ')' => -1,
+                ')' => 1,
+                '(' => -1,
                 _ => 0,
             };
-            level > 0 || i == path.len() - open - 1
-        });
-        if closes_at_end {
-            return call_types(w, scope, &path[..open], depth + 1);
+            if level == 0 {
+                open = Some(i);
+                break;
+            }
         }
-        return Vec::new();
+        return match open {
+            Some(o) if o > 0 => call_types(w, scope, &path[..o], depth + 1),
+            _ => Vec::new(),
+        };
     }
     let segs: Vec<&str> = path.split('.').collect();
     if segs.iter().any(|s| s.is_empty() || !s.chars().all(|c| c.is_alphanumeric() || c == '_')) {
@@ -653,10 +669,61 @@ fn call_var(w: &World, fi: u32, scope: ERef, name: &str, depth: u32) -> Vec<Hit>
         } else {
             let types = value_types(w, scope, ty, depth + 1);
             out.extend(on_instances(w, &types, "__call__"));
+            if let Some(callee) = ty.strip_prefix("C:") {
+                // `gettext_lazy = lazy(gettext, str)`: a factory that returns a function it
+                // defines (`return __wrapper__`): calling the name calls that function.
+                out.extend(returned_functions(w, scope, callee, name, depth + 1));
+            }
         }
     }
     out.sort();
     out.dedup();
+    out
+}
+
+/// The functions `var = callee(...)` holds when `callee` returns one by name (`return
+/// __wrapper__` naming a `def` the factory or its module defines), resolved without
+/// guesses. A wrapper made with `@wraps(param)` stands for the function the factory was
+/// given for that parameter (`var#i`, when it was a name), as `functools.wraps` makes it
+/// look.
+fn returned_functions(w: &World, scope: ERef, callee: &str, var: &str, depth: u32) -> Vec<Hit> {
+    if depth > MAX_TYPE_DEPTH {
+        return Vec::new();
+    }
+    let (receiver, name) = match callee.rsplit_once('.') {
+        Some((r, n)) => (r.to_string(), n.to_string()),
+        None => (String::new(), callee.to_string()),
+    };
+    let call = Call { owner: scope.1, line: u32::MAX, name, receiver, args: 0, new: false };
+    let mut out = Vec::new();
+    for h in resolve_call_d(w, scope.0, &call, depth + 1) {
+        if h.how == How::Name || w.entity(h.target).kind.is_type() {
+            continue;
+        }
+        for t in var_tys(w, h.target, "->") {
+            let Some(n) = t.strip_prefix("A:").filter(|n| !n.contains('.')) else { continue };
+            let Some(Binding::Entity(r, _)) = lookup_at(w, h.target, n, u32::MAX) else { continue };
+            if !matches!(w.entity(r).kind, Kind::Function | Kind::Method) {
+                continue;
+            }
+            let wrapped = var_tys(w, r, "@wraps").into_iter().find_map(|t| t.strip_prefix("P:")?.parse::<usize>().ok());
+            match wrapped {
+                Some(i) => {
+                    let given = var_tys(w, scope, &format!("{var}#{i}"));
+                    let target = given.iter().filter_map(|t| t.strip_prefix("A:")).find_map(|p| {
+                        match resolve_path(w, scope, p) {
+                            Some(Binding::Entity(e, _)) if callable(w.entity(e).kind) => Some(e),
+                            _ => None,
+                        }
+                    });
+                    if let Some(e) = target {
+                        out.push(Hit { target: e, how: How::Type });
+                    }
+                }
+                None => out.push(Hit { target: r, how: How::Type }),
+            }
+        }
+    }
     out
 }
 
@@ -699,7 +766,8 @@ fn resolve_call_d(w: &World, fi: u32, call: &Call, depth: u32) -> Vec<Hit> {
                     }
                 }
                 Some(Binding::Module(_)) => Vec::new(),
-                Some(Binding::Var(s, _)) => call_var(w, s.0, s, name, depth),
+                // The binding's own name: an import may alias it (`gettext_lazy as _`).
+                Some(Binding::Var(s, vi)) => call_var(w, s.0, s, &w.file(s.0).vars[vi as usize].name, depth),
                 None => {
                     // An import that resolves outside the repository is not guessed at, nor
                     // a builtin.
@@ -729,10 +797,13 @@ fn resolve_call_d(w: &World, fi: u32, call: &Call, depth: u32) -> Vec<Hit> {
             }
             None => methods_fallback(),
         },
-        r if r == "super()" || r.starts_with("super(") => match w.enclosing_type(owner) {
-            Some(ty) => w.inherited_member(ty, name, &|m| callable(w.entity(m).kind)),
-            None => Vec::new(),
-        },
+        // `super()`, `super(Cls, self)`; not `super().get_queryset()` (a call on what it returns).
+        r if r == "super()" || (r.starts_with("super(") && r.ends_with(')') && !r.contains(").")) => {
+            match w.enclosing_type(owner) {
+                Some(ty) => w.inherited_member(ty, name, &|m| callable(w.entity(m).kind)),
+                None => Vec::new(),
+            }
+        }
         recv => {
             let types = path_types(w, owner, recv, call.line, depth + 1);
             if !types.is_empty() {

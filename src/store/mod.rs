@@ -22,7 +22,8 @@ use rows::Rows;
 
 /// Bump when the stored relations, their meaning, the resolver's output or the keyword
 /// index's schema change. 2: the keyword index. 4: bounded ids, facts say when truncated.
-pub const FORMAT_VERSION: u32 = 5;
+/// 6: a return by name binds `->` (factories' returned functions, `return self`).
+pub const FORMAT_VERSION: u32 = 6;
 
 /// The engine. Only [`open`] and [`create_fresh`] name it: past one machine, Cozo's
 /// RocksDB or TiKV storage slots in here.

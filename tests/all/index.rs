@@ -335,6 +335,12 @@ fn incremental_equals_full_after_each_single_edit() {
     w("app/engines.py", "from .base import Base, Other\n\n\ndef make_engine() -> Base:\n    return Base()\n");
     w("app/service.py", "from .engines import make_engine\n\n\nclass Service:\n    def __init__(self):\n        self.engine = make_engine()\n");
     w("app/client.py", "from .service import Service\n\n\nclass Client(Service):\n    def go(self):\n        return self.engine.ping()\n");
+    w(
+        "app/factory.py",
+        "from functools import wraps\n\n\ndef lazy(func):\n    @wraps(func)\n    def wrapper(*a):\n        return func(*a)\n\n    return wrapper\n",
+    );
+    w("app/words.py", "from .factory import lazy\nfrom .core import helper\n\nlazy_helper = lazy(helper)\n");
+    w("app/user4.py", "from .words import lazy_helper as _\n\nLABEL = _()\n");
     w("tests/test_core.py", "from app.core import compute\nfrom app.leaf import Leaf\n\n\ndef test_compute():\n    assert compute() == 3\n\n\ndef test_leaf():\n    Leaf().run()\n");
     for (lang, p) in [("python", "shop"), ("typescript", "tasks"), ("java", "bank")] {
         let to = root.join(p);
@@ -382,6 +388,18 @@ fn incremental_equals_full_after_each_single_edit() {
             .replace("from .engines import make_engine", "from .maker import Maker")
     });
     check_incremental(root, "a base class's `self.x = Cls()` binding changes under a subclass's call");
+    edit(root, "app/factory.py", |s| s.replace("    @wraps(func)\n", ""));
+    check_incremental(root, "a factory's wrapper loses @wraps: a call of what it made goes to the wrapper");
+    edit(root, "app/factory.py", |s| s.replace("    return wrapper\n", "    return func\n"));
+    check_incremental(root, "the factory returns something else");
+    edit(root, "app/factory.py", |s| {
+        s.replace("    return func\n", "    return wrapper\n")
+            .replace("    def wrapper", "    @wraps(func)\n    def wrapper")
+    });
+    edit(root, "app/words.py", |s| {
+        s.replace("lazy(helper)", "lazy(compute_all)").replace("import helper", "import compute_all")
+    });
+    check_incremental(root, "what the factory is given changes");
 
     // Every fixture file: rename its first definition, then shift its lines.
     let mut files: Vec<String> = Vec::new();

@@ -243,6 +243,68 @@ fn return_statements_fallback_values_with_targets_and_call_receivers_give_types(
     }
 }
 
+/// Django's `gettext_lazy = lazy(gettext, str)`, imported as `_`: calling the name calls
+/// the function the factory returns by name (or, made with `@wraps(func)`, the function it
+/// was given); `class Manager(BaseManager.from_queryset(Query))` has `BaseManager` as a
+/// base; a property's value is what it returns; a method that returns `self` types a
+/// chain. (Incremental updates of these: `index.rs` `incremental_equals_full_after_each_single_edit`.)
+#[test]
+fn factories_aliases_class_factory_bases_properties_and_return_self_are_followed() {
+    let r = repo(&[
+        ("lib/__init__.py", ""),
+        (
+            "lib/functional.py",
+            "from functools import wraps\n\n\ndef lazy(func, *resultclasses):\n    @wraps(func)\n    def __wrapper__(*args, **kw):\n        return func(*args, **kw)\n\n    return __wrapper__\n\n\ndef counted(func):\n    def inner(*args):\n        return func(*args)\n\n    return inner\n",
+        ),
+        (
+            "lib/translation.py",
+            "from lib.functional import counted, lazy\n\n\ndef gettext(m):\n    return m\n\n\ngettext_lazy = lazy(gettext, str)\nngettext = counted(gettext)\n",
+        ),
+        (
+            "lib/query.py",
+            "class Query:\n    def filter(self, **kw):\n        return self\n\n    def first(self):\n        return None\n\n\n\
+             class BaseManager:\n    @classmethod\n    def from_queryset(cls, qs):\n        return type('M', (cls,), {})\n\n    def get_queryset(self):\n        return Query()\n\n\n\
+             class Manager(BaseManager.from_queryset(Query)):\n    pass\n\n\n\
+             class Mine(Manager):\n    def get_queryset(self):\n        return super().get_queryset().filter(a=1)\n",
+        ),
+        (
+            "lib/box.py",
+            "from lib.query import Query\n\n\nclass Box:\n    def __init__(self):\n        self._inner = Query()\n\n    @property\n    def inner(self):\n        return self._inner\n\n    def peek(self):\n        return self.inner.first()\n",
+        ),
+        (
+            "app/models.py",
+            "from lib.translation import gettext_lazy as _, ngettext\nfrom lib.query import Query\n\nLABEL = _(\"name\")\nCOUNT = ngettext(\"n\")\n\n\ndef newest():\n    return Query().filter(a=1).first()\n",
+        ),
+    ]);
+    let all = edges(r.path());
+    let module_edges: Vec<String> =
+        out_of(&all, "app/models.py").into_iter().filter(|e| e.ends_with(" type")).collect();
+    // `@wraps(func)`: the wrapper stands for the function given (as jedi and functools
+    // have it); without it, the wrapper itself.
+    assert_eq!(
+        module_edges,
+        ["app/models.py lib/functional.py:counted.inner 5 type", "app/models.py lib/translation.py:gettext 4 type"],
+        "{all:#?}"
+    );
+    // A base written as a class factory called on a class: the class is the base.
+    let mine = out_of(&all, "lib/query.py:Mine.get_queryset");
+    assert!(
+        mine.contains(&"lib/query.py:Mine.get_queryset lib/query.py:BaseManager.get_queryset 24 inherited".to_string()),
+        "{mine:#?}"
+    );
+    assert!(
+        mine.contains(&"lib/query.py:Mine.get_queryset lib/query.py:Query.filter 24 type".to_string()),
+        "{mine:#?}"
+    );
+    // A property's value is what it returns.
+    let peek = out_of(&all, "lib/box.py:Box.peek");
+    assert!(peek.contains(&"lib/box.py:Box.peek lib/query.py:Query.first 13 type".to_string()), "{peek:#?}");
+    let newest = out_of(&all, "app/models.py:newest");
+    assert!(newest.contains(&"app/models.py:newest lib/query.py:Query.first 9 type".to_string()), "{newest:#?}");
+    // Nothing guessed for the factory's own parameter call.
+    assert!(!out_of(&all, "lib/functional.py:lazy.__wrapper__").iter().any(|e| e.ends_with(" name")), "{all:#?}");
+}
+
 #[test]
 fn the_callers_tool_notes_the_unattributed_sites_of_the_name() {
     let r = repo(&[
