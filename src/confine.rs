@@ -104,6 +104,30 @@ fn check_type(meta: &std::fs::Metadata) -> Result<(), Refused> {
     Ok(())
 }
 
+/// Open a file a [`Walk`] under `root` yielded. A plain entry (not itself a symlink) is
+/// opened without following a link at its last component (`O_NOFOLLOW`, non-blocking) and
+/// checked to be a regular file on the descriptor: the walk checked the directories on the
+/// way, so this costs no path resolution. A symlink the walk followed goes through
+/// [`open_regular`].
+pub fn open_walked(root: &Path, e: &ignore::DirEntry) -> Result<File, Refused> {
+    if e.path_is_symlink() {
+        return open_regular(root, e.path());
+    }
+    use std::os::unix::fs::OpenOptionsExt;
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW)
+        .open(e.path());
+    let f = match opened {
+        Ok(f) => f,
+        // Swapped for a symlink since the walk: by the rule, as any link.
+        Err(err) if err.raw_os_error() == Some(libc::ELOOP) => return open_regular(root, e.path()),
+        Err(err) => return Err(Refused::Io(err)),
+    };
+    check_type(&f.metadata().map_err(Refused::Io)?)?;
+    Ok(f)
+}
+
 /// Read a regular file under `root` (see [`open_regular`]).
 pub fn read_regular(root: &Path, path: &Path) -> Result<Vec<u8>, Refused> {
     let mut f = open_regular(root, path)?;

@@ -470,17 +470,23 @@ fn value_types(w: &World, scope: ERef, ty: &str, depth: u32) -> Vec<ERef> {
     Vec::new()
 }
 
+/// A call of `callee` (a name or dotted path, as written) from `scope`, seeing every
+/// definition of the scope (no line).
+fn call_of(scope: ERef, callee: &str) -> Call {
+    let (receiver, name) = match callee.rsplit_once('.') {
+        Some((r, n)) => (r.to_string(), n.to_string()),
+        None => (String::new(), callee.to_string()),
+    };
+    Call { owner: scope.1, line: u32::MAX, name, receiver, args: 0, new: false }
+}
+
 /// The classes the result of calling `callee` (a name or dotted path) is an instance of:
 /// a class called, or a function whose return type is known.
 fn call_types(w: &World, scope: ERef, callee: &str, depth: u32) -> Vec<ERef> {
     if depth > MAX_TYPE_DEPTH {
         return Vec::new();
     }
-    let (receiver, name) = match callee.rsplit_once('.') {
-        Some((r, n)) => (r.to_string(), n.to_string()),
-        None => (String::new(), callee.to_string()),
-    };
-    let call = Call { owner: scope.1, line: u32::MAX, name, receiver, args: 0, new: false };
+    let call = call_of(scope, callee);
     let mut out = Vec::new();
     // Guessed callees say nothing sure about the value.
     let hits: Vec<Hit> =
@@ -654,14 +660,10 @@ fn call_var(w: &World, fi: u32, scope: ERef, name: &str, depth: u32) -> Vec<Hit>
     let mut out = Vec::new();
     for ty in var_tys(w, scope, name) {
         if let Some(path) = ty.strip_prefix("A:") {
-            let (receiver, n) = match path.rsplit_once('.') {
-                Some((r, n)) => (r.to_string(), n.to_string()),
-                None => (String::new(), path.to_string()),
-            };
-            if receiver.is_empty() && n == name {
+            let call = call_of(scope, path);
+            if call.receiver.is_empty() && call.name == name {
                 continue;
             }
-            let call = Call { owner: scope.1, line: u32::MAX, name: n, receiver, args: 0, new: false };
             let hits = resolve_call_d(w, fi, &call, depth + 1);
             out.extend(
                 hits.into_iter().filter(|h| h.how != How::Name).map(|h| Hit { target: h.target, how: How::Type }),
@@ -690,11 +692,7 @@ fn returned_functions(w: &World, scope: ERef, callee: &str, var: &str, depth: u3
     if depth > MAX_TYPE_DEPTH {
         return Vec::new();
     }
-    let (receiver, name) = match callee.rsplit_once('.') {
-        Some((r, n)) => (r.to_string(), n.to_string()),
-        None => (String::new(), callee.to_string()),
-    };
-    let call = Call { owner: scope.1, line: u32::MAX, name, receiver, args: 0, new: false };
+    let call = call_of(scope, callee);
     let mut out = Vec::new();
     for h in resolve_call_d(w, scope.0, &call, depth + 1) {
         if h.how == How::Name || w.entity(h.target).kind.is_type() {

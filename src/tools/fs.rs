@@ -365,7 +365,7 @@ impl TypedTool for Grep {
             };
             // Opened through the checked reader (a file swapped for a FIFO or a link out
             // since the walk is refused); an unreadable file is skipped, as ripgrep does.
-            match crate::confine::open_regular(ctx.root(), &file) {
+            match crate::confine::open_walked(ctx.root(), &e) {
                 Ok(f) => {
                     let _ = searcher.search_file(&matcher, &f, &mut sink);
                 }
