@@ -745,6 +745,12 @@ const OLD_CUES: &[&str] = &[
     "would raise",
 ];
 
+/// The sentences of a text: split at ". " (not at the dots of a version number or a
+/// dotted name), "!", "?" and line ends; pieces untrimmed, empty ones kept.
+pub(crate) fn sentences(text: &str) -> Vec<String> {
+    text.replace(". ", "\n").split(['\n', '!', '?']).map(str::to_string).collect()
+}
+
 /// Is the error the issue shows the old behaviour it wants back (so a test expecting it
 /// today would be inverted)? The sentences around the exception's name say so.
 pub fn shows_old_behaviour(facts: &IssueFacts) -> Option<String> {
@@ -754,9 +760,7 @@ pub fn shows_old_behaviour(facts: &IssueFacts) -> Option<String> {
     let short_l = short.to_lowercase();
     let mut hits = 0;
     let mut seen_current = false;
-    // Sentences end at ". ", not at the dots of a version number.
-    let prose = prose.replace(". ", "\n");
-    for sentence in prose.split(['!', '?', '\n']).filter(|s| !s.trim().is_empty()) {
+    for sentence in sentences(&prose).iter().filter(|s| !s.trim().is_empty()) {
         let names = sentence.contains(&short_l)
             || sentence.contains("error")
             || sentence.contains("exception")

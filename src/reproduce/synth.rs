@@ -125,8 +125,7 @@ fn wrong_in_prose(check: &str, prose: &str) -> bool {
         .filter(|w| w.len() >= 3 && !matches!(*w, "None" | "True" | "False" | "not" | "and"))
         .filter(|w| !w.chars().all(|c| c.is_ascii_digit()))
         .collect();
-    let prose = prose.replace(". ", "\n");
-    prose.split(['\n', '!', '?']).any(|sentence| {
+    super::body::sentences(prose).iter().any(|sentence| {
         let low = sentence.to_lowercase();
         WRONG_CUES.iter().any(|c| low.contains(c))
             && sentence.split(|c: char| !(c.is_alphanumeric() || c == '_')).any(|w| names.contains(&w))
