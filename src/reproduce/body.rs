@@ -27,6 +27,143 @@ const CONVENTIONAL: &[(&str, &str)] = &[
     ("nx", "import networkx as nx"),
 ];
 
+/// Standard-library modules an issue's session often uses without showing its import
+/// (every Python has them). Taken only for a free name used as a module (`os.getcwd()`,
+/// `json.dumps`): a free name used otherwise is a variable the issue left out.
+const STDLIB_MODULES: &[&str] = &[
+    "abc",
+    "argparse",
+    "array",
+    "ast",
+    "asyncio",
+    "base64",
+    "bisect",
+    "calendar",
+    "codecs",
+    "collections",
+    "configparser",
+    "contextlib",
+    "copy",
+    "csv",
+    "ctypes",
+    "dataclasses",
+    "datetime",
+    "decimal",
+    "difflib",
+    "enum",
+    "fnmatch",
+    "fractions",
+    "functools",
+    "gc",
+    "glob",
+    "gzip",
+    "hashlib",
+    "heapq",
+    "html",
+    "http",
+    "importlib",
+    "inspect",
+    "io",
+    "ipaddress",
+    "itertools",
+    "json",
+    "locale",
+    "logging",
+    "math",
+    "multiprocessing",
+    "numbers",
+    "operator",
+    "os",
+    "pathlib",
+    "pickle",
+    "platform",
+    "pprint",
+    "random",
+    "re",
+    "shlex",
+    "shutil",
+    "signal",
+    "socket",
+    "sqlite3",
+    "statistics",
+    "string",
+    "struct",
+    "subprocess",
+    "sys",
+    "tarfile",
+    "tempfile",
+    "textwrap",
+    "threading",
+    "time",
+    "timeit",
+    "traceback",
+    "types",
+    "typing",
+    "unicodedata",
+    "unittest",
+    "urllib",
+    "uuid",
+    "warnings",
+    "weakref",
+    "xml",
+    "zipfile",
+    "zoneinfo",
+];
+
+/// Standard-library names an issue uses without their import, when used as written here
+/// (called, or as a base or annotation): the one module that defines each.
+const STDLIB_NAMES: &[(&str, &str)] = &[
+    ("Decimal", "from decimal import Decimal"),
+    ("Fraction", "from fractions import Fraction"),
+    ("Path", "from pathlib import Path"),
+    ("PurePath", "from pathlib import PurePath"),
+    ("OrderedDict", "from collections import OrderedDict"),
+    ("defaultdict", "from collections import defaultdict"),
+    ("namedtuple", "from collections import namedtuple"),
+    ("Counter", "from collections import Counter"),
+    ("deque", "from collections import deque"),
+    ("partial", "from functools import partial"),
+    ("reduce", "from functools import reduce"),
+    ("dataclass", "from dataclasses import dataclass"),
+    ("Enum", "from enum import Enum"),
+    ("IntEnum", "from enum import IntEnum"),
+    ("StringIO", "from io import StringIO"),
+    ("BytesIO", "from io import BytesIO"),
+    ("deepcopy", "from copy import deepcopy"),
+    ("timedelta", "from datetime import timedelta"),
+    ("timezone", "from datetime import timezone"),
+];
+
+/// How the code uses a free name first: as a module (`name.attr`), or otherwise.
+fn used_as_module(code: &str, name: &str) -> bool {
+    let b = code.as_bytes();
+    let mut from = 0;
+    while let Some(i) = code[from..].find(name) {
+        let at = from + i;
+        let before = at.checked_sub(1).map(|k| b[k]);
+        let word = |c: Option<u8>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_');
+        let after = b.get(at + name.len()).copied();
+        if !word(before) && before != Some(b'.') && !word(after) {
+            return after == Some(b'.');
+        }
+        from = at + name.len();
+    }
+    false
+}
+
+/// The import of a free name from the standard library: a module used as one
+/// ([`STDLIB_MODULES`]), `datetime(...)`/`date(...)` called (the classes), or a name of
+/// [`STDLIB_NAMES`].
+fn stdlib_import(code: &str, name: &str) -> Option<String> {
+    if used_as_module(code, name) {
+        return STDLIB_MODULES.contains(&name).then(|| format!("import {name}"));
+    }
+    match name {
+        "datetime" | "date" => Some(format!("from datetime import {name}")),
+        _ => STDLIB_NAMES.iter().find(|(n, _)| *n == name).map(|(_, s)| s.to_string()),
+    }
+}
+
 fn is_builtin(n: &str) -> bool {
     crate::lang::PYTHON_BUILTINS.contains(&n)
         || MODULE_NAMES.contains(&n)
@@ -364,7 +501,8 @@ pub fn add_missing_names(code: &str, facts: &IssueFacts, raw: &str, store: Optio
                 .or_else(|| from_repo.get(name).cloned())
                 .or_else(|| repo_package(root, name).then(|| format!("import {name}")))
                 .or_else(|| CONVENTIONAL.iter().find(|(a, _)| a == name).map(|(_, s)| s.to_string()))
-                .or_else(|| issue_assignment(facts, name, &code));
+                .or_else(|| issue_assignment(facts, name, &code))
+                .or_else(|| stdlib_import(&code, name));
             if let Some(stmt) = stmt {
                 code = insert_before_first_use(&code, name, &stmt);
                 added = true;
@@ -885,6 +1023,29 @@ mod tests {
             code,
             "from webkit import Server\napp = Server(__name__)\nclient = app.client()\nimport numpy as np\nprint(np.zeros(2), client.get('/'))\n"
         );
+    }
+
+    #[test]
+    fn standard_library_names_the_session_left_unimported_are_imported() {
+        let raw = "Rounding is off\n\n```python\nwith tempfile.TemporaryDirectory() as d:\n    p = Path(d) / 'x'\n    print(json.dumps(str(Decimal('1.10'))), datetime(2020, 1, 1), os.getcwd())\n```\n";
+        let facts = crate::localize::read_issue(raw);
+        let dir = tempfile::tempdir().unwrap();
+        let code = add_missing_names(&facts.code_blocks[0].1, &facts, raw, None, dir.path());
+        for want in [
+            "import tempfile\n",
+            "from pathlib import Path\n",
+            "import json\n",
+            "from decimal import Decimal\n",
+            "from datetime import datetime\n",
+            "import os\n",
+        ] {
+            assert!(code.contains(want), "{want:?} missing:\n{code}");
+        }
+        assert!(parses(&code), "{code}");
+        // A free name used as a variable is not taken for a module of the same name, nor a
+        // module used as a name (`string` passed, not `string.x`).
+        let code = add_missing_names("print(string, code.strip(), path.join('a'))\n", &facts, raw, None, dir.path());
+        assert!(!code.contains("import"), "{code}");
     }
 
     #[test]
