@@ -409,23 +409,18 @@ pub fn io_reason(e: &std::io::Error) -> String {
     }
 }
 
-/// Where a symlink inside the root that a copy re-creates should point: its own target
-/// when that is relative (it resolves the same way in the copy), else, for an absolute
-/// target (which in a copy would lead back into the user's tree), the relative path from
-/// the link's directory to the canonical target. `rel` is the link's path relative to the
-/// root, `target_canon` its canonical target (inside `canon_root`).
-pub fn copied_link_target(link_text: &Path, rel: &Path, canon_root: &Path, target_canon: &Path) -> PathBuf {
-    if link_text.is_relative() {
-        return link_text.to_path_buf();
-    }
+/// A relative link target for a symlink at `rel` (relative to the root) that reaches
+/// `target_canon` (canonical, inside `canon_root`): what a copy writes for a link whose
+/// absolute target would lead back into the user's tree.
+pub fn relative_link(rel: &Path, canon_root: &Path, target_canon: &Path) -> PathBuf {
     let to = target_canon.strip_prefix(canon_root).unwrap_or(target_canon);
     let depth = rel.parent().map(|p| p.components().count()).unwrap_or(0);
+    if to.as_os_str().is_empty() && depth == 0 {
+        return PathBuf::from(".");
+    }
     let mut out = PathBuf::new();
     for _ in 0..depth {
         out.push("..");
-    }
-    if to.as_os_str().is_empty() && depth == 0 {
-        return PathBuf::from(".");
     }
     out.push(to);
     out

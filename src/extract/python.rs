@@ -326,15 +326,21 @@ fn wraps_parameter(def: Node, src: &str) -> Option<usize> {
         if p.kind() == "function_definition" {
             let ps = p.child_by_field_name("parameters")?;
             let mut c2 = ps.walk();
-            return ps.named_children(&mut c2).position(|x| {
-                let name = match x.kind() {
-                    "identifier" => Some(x),
-                    "default_parameter" | "typed_default_parameter" => x.child_by_field_name("name"),
-                    "typed_parameter" => x.named_child(0),
-                    _ => None,
-                };
-                name.is_some_and(|n| text(n, src) == wrapped)
-            });
+            let names: Vec<&str> = ps
+                .named_children(&mut c2)
+                .map(|x| {
+                    let name = match x.kind() {
+                        "identifier" => Some(x),
+                        "default_parameter" | "typed_default_parameter" => x.child_by_field_name("name"),
+                        "typed_parameter" => x.named_child(0),
+                        _ => None,
+                    };
+                    name.map(|n| text(n, src)).unwrap_or("")
+                })
+                .collect();
+            // A method factory is called as `obj.deco(f)`: `self`/`cls` is not an argument.
+            let skip = usize::from(matches!(names.first(), Some(&"self") | Some(&"cls")));
+            return names.iter().skip(skip).position(|n| *n == wrapped);
         }
         up = p.parent();
     }

@@ -162,7 +162,7 @@ pub fn walk(root: &Path, include_vendored: bool) -> (Vec<SourceFile>, Vec<Skip>)
     for e in walker.by_ref() {
         let path = e.path();
         let Some(lang) = Lang::of_path(path) else { continue };
-        let rel = rel_path(root, path);
+        let rel = crate::confine::rel_of(root, path);
         if path.strip_prefix(root).unwrap_or(path).to_str().is_none() {
             // Stored by a lossy name it could never be found again ("stale" forever).
             skipped.push(Skip { path: rel, reason: "file name is not UTF-8".into() });
@@ -171,9 +171,6 @@ pub fn walk(root: &Path, include_vendored: bool) -> (Vec<SourceFile>, Vec<Skip>)
         match e.file_type() {
             Some(t) if t.is_file() => files.push(SourceFile { abs: path.to_path_buf(), rel, lang }),
             Some(t) if t.is_dir() => {}
-            Some(t) if t.is_symlink() => {
-                skipped.push(Skip { path: rel, reason: "broken symlink".into() });
-            }
             Some(t) => {
                 let kind = crate::confine::special_kind(&t).unwrap_or("unknown type");
                 skipped.push(Skip { path: rel, reason: format!("not a regular file ({kind})") });
@@ -186,15 +183,6 @@ pub fn walk(root: &Path, include_vendored: bool) -> (Vec<SourceFile>, Vec<Skip>)
     files.dedup_by(|a, b| a.rel == b.rel);
     skipped.sort_by(|a, b| (&a.path, &a.reason).cmp(&(&b.path, &b.reason)));
     (files, skipped)
-}
-
-fn rel_path(root: &Path, path: &Path) -> String {
-    crate::confine::rel_of(root, path)
-}
-
-/// An I/O error without the path (the skip names it already).
-fn io_reason(e: &std::io::Error) -> String {
-    crate::confine::io_reason(e)
 }
 
 fn pool(threads: Option<usize>) -> Result<rayon::ThreadPool, IndexError> {
@@ -626,7 +614,7 @@ fn extract_or_reuse(
     parsed: &AtomicUsize,
 ) -> Result<Got, Skip> {
     let skip = |reason: String| Skip { path: sf.rel.clone(), reason };
-    let meta = std::fs::metadata(&sf.abs).map_err(|e| skip(io_reason(&e)))?;
+    let meta = std::fs::metadata(&sf.abs).map_err(|e| skip(crate::confine::io_reason(&e)))?;
     if !meta.is_file() {
         return Err(skip("not a regular file".into()));
     }
@@ -634,7 +622,7 @@ fn extract_or_reuse(
         return Err(skip(format!("too large: {} bytes, limit {} (--max-file-bytes)", meta.len(), limits.max_bytes)));
     }
     let bytes = crate::confine::read_regular(canon_root, &sf.abs).map_err(|e| match e {
-        crate::confine::Refused::Io(e) => skip(io_reason(&e)),
+        crate::confine::Refused::Io(e) => skip(crate::confine::io_reason(&e)),
         other => skip(other.to_string()),
     })?;
     let hash = content_hash(&bytes);

@@ -75,8 +75,8 @@ pub struct Entry {
     pub rel: PathBuf,
     /// Its own metadata (links not followed).
     pub meta: std::fs::Metadata,
-    /// For a symlink: what the copy's link points to (see
-    /// [`crate::confine::copied_link_target`]).
+    /// For a symlink: what the copy's link points to (its own relative target, or
+    /// [`crate::confine::relative_link`] for an absolute one).
     pub link: Option<PathBuf>,
 }
 
@@ -107,12 +107,15 @@ pub fn entries(root: &Path) -> Result<(Vec<Entry>, Vec<crate::confine::Skipped>)
         let rel = e.path().strip_prefix(root).unwrap_or(e.path()).to_path_buf();
         let meta = e.metadata().map_err(|err| SandboxError::Other(format!("reading {}: {err}", rel.display())))?;
         let link = if meta.file_type().is_symlink() {
-            let text = std::fs::read_link(e.path())
-                .map_err(|err| SandboxError::io(format!("reading {}", rel.display()), err))?;
-            // The walk kept it, so it resolves inside the root.
-            let target =
-                e.path().canonicalize().map_err(|err| SandboxError::io(format!("reading {}", rel.display()), err))?;
-            Some(crate::confine::copied_link_target(&text, &rel, &canon, &target))
+            let read = |err| SandboxError::io(format!("reading {}", rel.display()), err);
+            let text = std::fs::read_link(e.path()).map_err(read)?;
+            // A relative target resolves the same way in the copy; an absolute one (which
+            // the walk kept, so it resolves inside the root) is made relative.
+            Some(if text.is_relative() {
+                text
+            } else {
+                crate::confine::relative_link(&rel, &canon, &e.path().canonicalize().map_err(read)?)
+            })
         } else {
             None
         };

@@ -362,22 +362,12 @@ fn subdirs(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// A file outside the repository (a tool's configuration under the home directory), as
-/// text; empty when missing, unreadable or not a regular file (a FIFO would block).
+/// text; empty when missing, unreadable or not a regular file (a FIFO would block). The
+/// checked reader with `/` for the root: any path, but by type and non-blocking.
 fn read(p: &Path) -> String {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    if !std::fs::metadata(p).is_ok_and(|m| m.is_file()) {
-        return String::new();
-    }
-    let Ok(f) = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(p) else {
-        return String::new();
-    };
-    if !f.metadata().is_ok_and(|m| m.is_file()) {
-        return String::new();
-    }
-    let mut out = String::new();
-    let _ = f.take(4 << 20).read_to_string(&mut out);
-    out
+    crate::confine::read_regular(Path::new("/"), p)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
 }
 
 /// A file of the repository, read through the checked reader (never a symlink out of it,

@@ -272,6 +272,14 @@ fn factories_aliases_class_factory_bases_properties_and_return_self_are_followed
             "from lib.query import Query\n\n\nclass Box:\n    def __init__(self):\n        self._inner = Query()\n\n    @property\n    def inner(self):\n        return self._inner\n\n    def peek(self):\n        return self.inner.first()\n",
         ),
         (
+            "lib/deco.py",
+            "from functools import wraps\nfrom lib.translation import gettext\n\n\nclass Deco:\n    def wrap(self, fn, label=None):\n        @wraps(fn)\n        def inner(*a):\n            return fn(*a)\n\n        return inner\n\n\ndeco = Deco()\nsafe_gettext = deco.wrap(gettext, counted)\n",
+        ),
+        (
+            "app/views.py",
+            "from lib.deco import safe_gettext\n\nTITLE = safe_gettext(\"t\")\n",
+        ),
+        (
             "app/models.py",
             "from lib.translation import gettext_lazy as _, ngettext\nfrom lib.query import Query\n\nLABEL = _(\"name\")\nCOUNT = ngettext(\"n\")\n\n\ndef newest():\n    return Query().filter(a=1).first()\n",
         ),
@@ -286,6 +294,10 @@ fn factories_aliases_class_factory_bases_properties_and_return_self_are_followed
         ["app/models.py lib/functional.py:counted.inner 5 type", "app/models.py lib/translation.py:gettext 4 type"],
         "{all:#?}"
     );
+    // A method factory (`deco.wrap(gettext, ...)`): `self` is not an argument, so `fn` is
+    // the first one given.
+    let views: Vec<String> = out_of(&all, "app/views.py").into_iter().filter(|e| e.ends_with(" type")).collect();
+    assert_eq!(views, ["app/views.py lib/translation.py:gettext 3 type"], "{all:#?}");
     // A base written as a class factory called on a class: the class is the base.
     let mine = out_of(&all, "lib/query.py:Mine.get_queryset");
     assert!(
