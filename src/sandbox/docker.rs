@@ -141,6 +141,7 @@ impl DockerSandbox {
         };
         let opts =
             CreateContainerOptions { name: Some(format!("reproagent-{}", config.session)), ..Default::default() };
+        super::interrupt::creating_container();
         let (id, quota) = match docker.create_container(Some(opts.clone()), body.clone()).await {
             Ok(c) => (c.id, DiskQuota::Bytes(limits.disk_bytes)),
             Err(e) if quota_refused(&e) => {

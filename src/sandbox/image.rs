@@ -220,6 +220,7 @@ async fn open_networked(d: &bollard::Docker, config: SandboxConfig) -> Result<do
     };
     let opts =
         CreateContainerOptions { name: Some(format!("reproagent-prepare-{}", config.session)), ..Default::default() };
+    crate::sandbox::interrupt::creating_container();
     let id = d.create_container(Some(opts), body).await?.id;
     match docker::DockerSandbox::adopt(d.clone(), id.clone(), &config).await {
         Ok(sb) => Ok(sb),

@@ -85,6 +85,16 @@ fn register(r: Resource) -> Registration {
     Registration(id)
 }
 
+/// Set once this process has asked the engine for a container: from then on an
+/// interrupt looks for this process's containers even when none is registered yet (one
+/// created while the signal came is not registered until its id comes back).
+static CONTAINERS_ASKED: AtomicBool = AtomicBool::new(false);
+
+/// Say that a container is about to be created (before the request goes out).
+pub fn creating_container() {
+    CONTAINERS_ASKED.store(true, Ordering::SeqCst);
+}
+
 /// A Docker container to remove (force) on an interrupt.
 pub fn register_container(id: &str) -> Registration {
     register(Resource::Container(id.to_string()))
@@ -214,7 +224,7 @@ fn cleanup(resources: BTreeMap<u64, Resource>, name: &str) -> Vec<String> {
             Resource::Run { stage, on_interrupt } => runs.push((stage, on_interrupt)),
         }
     }
-    if !containers.is_empty() {
+    if !containers.is_empty() || CONTAINERS_ASKED.load(Ordering::SeqCst) {
         // Its own thread: this may run on a thread inside a runtime (a late registration).
         lines.extend(std::thread::spawn(move || remove_containers(containers)).join().unwrap_or_default());
     }

@@ -83,9 +83,12 @@ pub fn clean_local(tmp: &Path) -> (Vec<LocalLeft>, Vec<String>) {
     (done, errors)
 }
 
-/// Kill (SIGKILL) every process whose working directory is under `dir`; how many.
+/// Kill (SIGKILL) every process whose working directory is under `dir`; how many. The
+/// signal is delivered asynchronously: this waits (at most [`KILL_WAIT`]) until each
+/// killed process is gone or a zombie, so a caller that removes `dir` next, or reports
+/// the sandbox cleaned, is not ahead of the kernel.
 pub(super) fn kill_inside(dir: &Path) -> usize {
-    let mut n = 0;
+    let mut killed = Vec::new();
     let Ok(rd) = std::fs::read_dir("/proc") else {
         return 0;
     };
@@ -99,11 +102,26 @@ pub(super) fn kill_inside(dir: &Path) -> usize {
         if cwd.starts_with(dir) && pid > 1 && pid as u32 != std::process::id() {
             // SAFETY: signalling a process left in a dead run's sandbox.
             if unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
-                n += 1;
+                killed.push(pid);
             }
         }
     }
-    n
+    let deadline = std::time::Instant::now() + KILL_WAIT;
+    while killed.iter().any(|&p| running(p)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    killed.len()
+}
+
+/// How long [`kill_inside`] waits for the processes it killed to end.
+const KILL_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Is `pid` still running (not gone, not a zombie or dead)?
+fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        let state = s.rfind(')').and_then(|i| s[i + 1..].split_whitespace().next());
+        !matches!(state, Some("Z" | "X" | "x"))
+    })
 }
 
 #[cfg(test)]
