@@ -421,6 +421,28 @@ impl ToolContext {
         Ok(store)
     }
 
+    /// The tree a read-only tool answers from, as a short digest: which index
+    /// (`graph.db`), the current content of every file it holds and the source files
+    /// added since (as the freshness check sees them, the rule of every answer's `stale`),
+    /// and, for a tool that reads a path directly (`read_file`, `ls`), that path's
+    /// metadata, which covers files the index does not hold. A call repeated with equal
+    /// arguments on an equal tree gets an equal answer. `None` without a usable index.
+    pub fn tree_state(&self, path: Option<&str>) -> Option<String> {
+        self.store().ok()?;
+        STALE.with(|s| s.borrow_mut().take());
+        let stamp = paths::DbStamp::of(&crate::store::db_path(&self.root))?;
+        let fingerprint = self.freshness.lock().ok()?.fingerprint()?.to_string();
+        let mut h = blake3::Hasher::new();
+        h.update(format!("{stamp:?}").as_bytes());
+        h.update(fingerprint.as_bytes());
+        if let Some(p) = path {
+            let meta = self.resolve_path(p).ok().and_then(|abs| std::fs::metadata(abs).ok());
+            let seen = meta.map(|m| format!("{:?}|{}|{}", m.modified().ok(), m.len(), m.is_dir()));
+            h.update(seen.unwrap_or_else(|| "missing".into()).as_bytes());
+        }
+        Some(h.finalize().to_hex()[..16].to_string())
+    }
+
     /// The entity name table of the index `store` was opened from, read once per
     /// `graph.db` (the store is from [`ToolContext::store`]).
     pub(crate) fn names(&self, store: &Store) -> Result<Arc<crate::graph::NameTable>, ToolError> {
@@ -474,6 +496,14 @@ pub fn all() -> Registry {
             Box::new(graph::TestsFor),
         ],
     }
+}
+
+/// Is `name` a retrieval tool: one of [`all`] that only reads the tree or its index
+/// (everything there but `sequential_thinking`), so that on the same tree
+/// ([`ToolContext::tree_state`]) the same arguments get the same answer? The runtime
+/// tools are not: a run's result depends on the sandbox's state.
+pub fn is_retrieval(name: &str) -> bool {
+    name != thinking::SequentialThinking::NAME && all().get(name).is_some()
 }
 
 /// What the MCP server offers: [`all`] plus `index`, which updates the index of the tree
