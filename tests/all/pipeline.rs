@@ -912,6 +912,36 @@ fn a_test_no_fix_can_make_pass_goes_back_to_generation_and_is_regenerated() {
     // The user's tree never saw a fix.
     assert!(!std::fs::read_to_string(repo.path().join("textkit/slug.py")).unwrap().contains("if not words"));
 
+    // Without the model's say-so: each of the two fixes the probe may apply leaves the
+    // test failing, so the probe concludes it cannot pass, and the test goes back.
+    let mut script: Vec<Reply> = py_script().into_iter().take(5).collect();
+    script.extend([write_test(PY_NONE_TEST), accept(), slug_fix(), slug_fix()]);
+    script.extend([write_test(PY_TEST), accept(), slug_fix()]);
+    let server = ScriptedServer::start(script);
+    let o = run_on(repo.path(), "py-slug", &model_at(&server.base_url()));
+    assert_eq!((o.status, o.probe), (Status::Reproduced, Some(Probe::Passes)), "{}", o.reason);
+    assert_eq!(o.test_code.as_deref(), Some(PY_TEST));
+    let probes = read_json(&o.run_dir, "probe.json");
+    assert_eq!(probes[0]["verdict"], "fails");
+    assert_eq!(probes[0]["trials"].as_array().unwrap().len(), 2);
+    assert!(probes[0]["reason"].as_str().unwrap().contains("with each of 2 proposed fixes the test still fails"));
+
+    // A test the probe sends back twice and that comes back the same a third time stands,
+    // with the probe's verdict in the outcome.
+    let mut script: Vec<Reply> = py_script().into_iter().take(5).collect();
+    for _ in 0..3 {
+        script.extend([
+            write_test(PY_NONE_TEST),
+            accept(),
+            Reply::tool_call("propose_fix", json!({"test_cannot_pass": "it asserts None"})),
+        ]);
+    }
+    let server = ScriptedServer::start(script);
+    let o = run_on(repo.path(), "py-slug", &model_at(&server.base_url()));
+    assert_eq!((o.status, o.probe), (Status::Reproduced, Some(Probe::Fails)), "{}", o.reason);
+    assert!(o.reason.contains("attempt 3") && o.reason.contains("fix probe: fails"), "{}", o.reason);
+    assert_eq!(server.remaining(), 0);
+
     // No fix proposed: recorded as such, the test stands.
     let mut script: Vec<Reply> = py_script().into_iter().take(7).collect();
     script.push(Reply::tool_call("propose_fix", json!({"edits": [], "rationale": "cannot tell"})));
