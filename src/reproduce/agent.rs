@@ -538,15 +538,7 @@ pub fn run_stage<T>(
             }
             let known = spec.registry.get(&call.name).is_some();
             // A retrieval already made on the same tree is answered from the ledger.
-            let tree = if known && crate::tools::is_retrieval(&call.name) {
-                let path = match call.name.as_str() {
-                    "read_file" | "ls" => args.get("path").and_then(Value::as_str).or(Some(".")),
-                    _ => None,
-                };
-                ctx.tree_state(path)
-            } else {
-                None
-            };
+            let tree = if known { ctx.state_for(&call.name, &args) } else { None };
             if let Some(v) = tree.as_deref().and_then(|t| trace.ledger.recall(spec.name, &call.name, &args, t)) {
                 record_as(trace, false, true);
                 failures.ok();

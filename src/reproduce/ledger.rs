@@ -1,7 +1,7 @@
 //! Stage memory: a compact evidence ledger passed from stage to stage.
 //!
 //! Every retrieval and run the model makes leaves one entry: what was asked (the tool
-//! and its arguments), on which tree ([`crate::tools::ToolContext::tree_state`]), where
+//! and its arguments), on which tree ([`crate::tools::ToolContext::state_for`]), where
 //! (`path:lines`, the first places the result names) and the fact found there, written
 //! for a later stage: the definitions a read showed, the entities a search found, who
 //! calls what, where a run raised which exception. When a stage's artifact is accepted,

@@ -421,12 +421,41 @@ impl ToolContext {
         Ok(store)
     }
 
-    /// The tree a read-only tool answers from, as a short digest: which index
-    /// (`graph.db`), the current content of every file it holds and the source files
-    /// added since (as the freshness check sees them, the rule of every answer's `stale`),
-    /// and, for a tool that reads a path directly (`read_file`, `ls`), that path's
-    /// metadata, which covers files the index does not hold. A call repeated with equal
-    /// arguments on an equal tree gets an equal answer. `None` without a usable index.
+    /// The state of the tree a retrieval's answer depends on, as a short digest: a call
+    /// repeated with equal arguments on an equal state gets an equal answer. `None` for a
+    /// tool that is not a retrieval ([`is_retrieval`]), or when the state cannot be read.
+    ///
+    /// - `read_file`: the file's metadata (resolved path, size, mtime, inode): its answer
+    ///   depends on that file alone, so this costs a `stat`, not a freshness check.
+    /// - every other retrieval: which index (`graph.db`), the current content of every
+    ///   file it holds and the source files added since, as the freshness check sees
+    ///   them (the rule of every answer's `stale`); for `ls`, the listed directory's
+    ///   metadata too. A file the index does not hold (a template, a text file) is not
+    ///   part of it: `grep` and `find` over such files are answered as of the index.
+    pub fn state_for(&self, tool: &str, args: &Value) -> Option<String> {
+        if !is_retrieval(tool) {
+            return None;
+        }
+        let path = args.get("path").and_then(Value::as_str);
+        match tool {
+            "read_file" => {
+                let abs = self.resolve_path(path?).ok()?;
+                let m = std::fs::metadata(&abs).ok()?;
+                #[cfg(unix)]
+                let ino = std::os::unix::fs::MetadataExt::ino(&m);
+                #[cfg(not(unix))]
+                let ino = 0u64;
+                let seen = format!("file|{}|{:?}|{}|{ino}", abs.display(), m.modified().ok(), m.len());
+                Some(blake3::hash(seen.as_bytes()).to_hex()[..16].to_string())
+            }
+            "ls" => self.tree_state(Some(path.unwrap_or("."))),
+            _ => self.tree_state(None),
+        }
+    }
+
+    /// The tree as the freshness check sees it, as a short digest: which index, the
+    /// current content of every file it holds, the source files added since, and for
+    /// `path` its metadata. `None` without a usable index.
     pub fn tree_state(&self, path: Option<&str>) -> Option<String> {
         self.store().ok()?;
         STALE.with(|s| s.borrow_mut().take());

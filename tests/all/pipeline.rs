@@ -1012,16 +1012,20 @@ fn a_repeated_read_is_answered_from_the_ledger_on_the_same_tree_and_read_afresh_
     let repo = copy_tree(&fixture("bugs/py-slug/repo"));
     let slug = repo.path().join("textkit/slug.py");
     let read = || Reply::tool_call("read_file", json!({"path": "textkit/slug.py"}));
+    let search = || Reply::tool_call("search_code", json!({"query": "slugify"}));
     let script = vec![
         read(),
+        search(),
         Reply::tool_call(
             "submit_localization",
             json!({"locations": [{"file": "textkit/slug.py", "entity": "slugify", "start_line": 8, "end_line": 12,
                                   "confidence": 0.9, "rationale": "words[0] on an empty list"}]}),
         ),
-        // Root cause reads what localization read: the same tree, answered from the ledger.
+        // Root cause reads and searches what localization did: the same tree, answered
+        // from the ledger.
         read(),
-        // The tree changes under the run; the same read is then made afresh.
+        search(),
+        // The tree changes under the run; the same read and search are then made afresh.
         read().before({
             let slug = slug.clone();
             move || {
@@ -1030,6 +1034,7 @@ fn a_repeated_read_is_answered_from_the_ledger_on_the_same_tree_and_read_afresh_
                 std::fs::write(&slug, text).unwrap();
             }
         }),
+        search(),
         cause("slugify indexes words[0] without checking for no words", "textkit/slug.py", "slugify"),
         plan("pytest", "tests/test_issue_blank_slug.py", "IndexError", Some("list index out of range")),
         write_test(PY_TEST),
@@ -1040,10 +1045,10 @@ fn a_repeated_read_is_answered_from_the_ledger_on_the_same_tree_and_read_afresh_
     let o = run_opts(repo.path(), "py-slug", &model_at(&server.base_url()), &opts);
     assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
     let reqs = server.requests();
-    assert_eq!(reqs.len(), 8);
+    assert_eq!(reqs.len(), 11);
     let last = |i: usize| messages(&reqs[i].body).last().unwrap()["content"].as_str().unwrap().to_string();
-    // The repeat got localization's result as it was, said to come from the ledger.
-    let from_ledger = last(3);
+    // The repeats got localization's results as they were, said to come from the ledger.
+    let from_ledger = last(4);
     assert!(
         from_ledger.contains(
             "answered from the evidence ledger (entry E1): the localization stage made this call on the same tree"
@@ -1051,32 +1056,42 @@ fn a_repeated_read_is_answered_from_the_ledger_on_the_same_tree_and_read_afresh_
         "{from_ledger}"
     );
     assert!(from_ledger.contains("first = words[0]") && !from_ledger.contains("EDITED"), "{from_ledger}");
-    // After the change: a fresh read, with the edit.
-    let fresh = last(4);
+    let searched = last(5);
+    assert!(
+        searched.contains("answered from the evidence ledger (entry E2)")
+            && searched.contains("textkit/slug.py:slugify"),
+        "{searched}"
+    );
+    // After the change: a fresh read with the edit, and a fresh search (the index no
+    // longer describes the tree, and its answer says so).
+    let fresh = last(6);
     assert!(fresh.contains("EDITED-WHILE-THE-RUN-READ-IT") && !fresh.contains("evidence ledger"), "{fresh}");
+    let fresh = last(7);
+    assert!(fresh.contains("\"stale\"") && !fresh.contains("evidence ledger"), "{fresh}");
     let run = read_json(&o.run_dir, "run.json");
-    let reads: Vec<bool> = run["tool_calls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| t["name"] == "read_file")
-        .map(|t| t["from_ledger"].as_bool().unwrap_or(false))
-        .collect();
-    assert_eq!(reads, [false, true, false]);
-    assert_eq!((run["repeated_reads"].as_u64(), run["answered_from_ledger"].as_u64()), (Some(1), Some(1)));
+    let from_ledger = |tool: &str| -> Vec<bool> {
+        run["tool_calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["name"] == tool)
+            .map(|t| t["from_ledger"].as_bool().unwrap_or(false))
+            .collect()
+    };
+    assert_eq!(from_ledger("read_file"), [false, true, false]);
+    assert_eq!(from_ledger("search_code"), [false, true, false]);
+    assert_eq!((run["repeated_reads"].as_u64(), run["answered_from_ledger"].as_u64()), (Some(2), Some(2)));
     let ledger = read_json(&o.run_dir, "ledger.json");
     let entries = ledger["entries"].as_array().unwrap();
-    assert_eq!(entries.len(), 2, "{ledger}");
-    assert_eq!(
-        (entries[0]["stage"].as_str(), entries[1]["stage"].as_str()),
-        (Some("localization"), Some("root_cause"))
-    );
+    let stages: Vec<&str> = entries.iter().map(|e| e["stage"].as_str().unwrap()).collect();
+    assert_eq!(stages, ["localization", "localization", "root_cause", "root_cause"], "{ledger}");
     assert_eq!(entries[0]["asked_again_by"], json!(["root_cause"]));
     assert_eq!(entries[0]["answered_from_ledger"], 1);
-    assert_ne!(entries[0]["tree"], entries[1]["tree"], "{ledger}");
+    assert_ne!(entries[0]["tree"], entries[2]["tree"], "{ledger}");
+    assert_ne!(entries[1]["tree"], entries[3]["tree"], "{ledger}");
     // The lines localization flagged, quoted for root cause and every stage after.
     let user = |i: usize| messages(&reqs[i].body)[1]["content"].as_str().unwrap().to_string();
-    for i in [2, 5, 6] {
+    for i in [3, 8, 9] {
         let u = user(i);
         assert!(
             u.contains("- E1 [localization] `read_file` {\"path\":\"textkit/slug.py\"} at textkit/slug.py:1-16: lines 1-16 of 16; defines `def slugify(title, max_words=8)` at 8, `def initials(name)` at 15"),
@@ -1085,7 +1100,7 @@ fn a_repeated_read_is_answered_from_the_ledger_on_the_same_tree_and_read_afresh_
         assert!(u.contains("  - cited: textkit/slug.py:11: first = words[0] (localization)"), "{u}");
     }
     let report = std::fs::read_to_string(Path::new(&o.run_dir).join("report.md")).unwrap();
-    assert!(report.contains("answered from the ledger without running the tool again: 1"), "{report}");
+    assert!(report.contains("answered from the ledger without running the tool again: 2"), "{report}");
 }
 
 #[test]
