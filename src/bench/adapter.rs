@@ -151,9 +151,11 @@ impl Adapter for KeyFree {
     }
 }
 
-/// The four-stage model pipeline.
+/// The four-stage model pipeline, with its options (review model, fix probe, per-case
+/// budget, tool protocol).
 pub struct Pipeline {
     pub model: ModelInfo,
+    pub options: reproduce::pipeline::Options,
 }
 
 impl Adapter for Pipeline {
@@ -167,7 +169,8 @@ impl Adapter for Pipeline {
         let model = ws.model.ok_or("the pipeline adapter needs a model")?;
         index(ws.repo)?;
         let issue = issue_file(ws)?;
-        let o = reproduce::pipeline::run(&request(ws, issue), model).map_err(|e| format!("pipeline: {e}"))?;
+        let o = reproduce::pipeline::run_with(&request(ws, issue), model, &self.options)
+            .map_err(|e| format!("pipeline: {e}"))?;
         keep_run(ws, &o.run_dir);
         from_outcome(&o)
     }

@@ -65,6 +65,10 @@ pub struct RunArgs {
     pub model: Option<String>,
     #[command(flatten)]
     pub flags: super::ModelFlags,
+    /// For pipeline: the review's model, JSON mode, the fix probe, the per-case budget and
+    /// the tool protocol, as `reproduce` takes them.
+    #[command(flatten)]
+    pub pipeline: super::PipelineFlags,
     /// Replay the model calls of a previous run (its output directory): no network.
     #[arg(long, conflicts_with_all = ["model", "base_url"])]
     pub replay: Option<PathBuf>,
@@ -302,6 +306,18 @@ fn run_bench(a: RunArgs) -> anyhow::Result<i32> {
         eprintln!("environment: python {}", e.python.describe());
     }
     let uses_model = matches!(a.adapter, AdapterName::Pipeline | AdapterName::ZeroShot);
+    let p = &a.pipeline;
+    let pipeline_only = p.no_probe
+        || p.no_json_mode
+        || p.max_calls.is_some()
+        || p.max_cost.is_some()
+        || p.tool_protocol != super::ProtocolArg::Auto;
+    if pipeline_only && a.adapter != AdapterName::Pipeline {
+        return Err(super::with_hint(
+            format!("--adapter {:?} takes none of the pipeline's flags", a.adapter).to_lowercase(),
+            Some("--no-probe, --no-json-mode, --max-calls, --max-cost and --tool-protocol are for --adapter pipeline"),
+        ));
+    }
     let (source, info) = if !uses_model {
         if a.model.is_some() || a.replay.is_some() {
             return Err(super::with_hint(
@@ -332,6 +348,9 @@ fn run_bench(a: RunArgs) -> anyhow::Result<i32> {
             ));
         };
         let config = resolve_from_process(&a.flags.overrides(name), std::path::Path::new(".")).map_err(model_err)?;
+        if a.adapter == AdapterName::Pipeline {
+            a.pipeline.check_price(&config)?;
+        }
         let http: Arc<dyn ChatModel> = Arc::new(HttpModel::new(config));
         let info = http.describe();
         (ModelSource::Live(http), Some(info))
@@ -344,7 +363,9 @@ fn run_bench(a: RunArgs) -> anyhow::Result<i32> {
             command: a.command.clone().unwrap_or_default(),
             timeout: Duration::from_secs(a.adapter_timeout),
         }),
-        (AdapterName::Pipeline, Some(model)) => Box::new(adapter::Pipeline { model }),
+        (AdapterName::Pipeline, Some(model)) => {
+            Box::new(adapter::Pipeline { model, options: a.pipeline.options(std::path::Path::new("."))? })
+        }
         (AdapterName::ZeroShot, Some(model)) => Box::new(adapter::ZeroShot { model, hits: 5 }),
         (AdapterName::Pipeline | AdapterName::ZeroShot, None) => {
             anyhow::bail!("--adapter {:?} needs a model", a.adapter)

@@ -140,6 +140,103 @@ impl ModelFlags {
     }
 }
 
+/// What the model pipeline does past its four stages, and its limits: the flags of
+/// `reproduce` and `bench run --adapter pipeline`, one definition for both.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PipelineFlags {
+    /// The model of the independent review: another model name on the same endpoint
+    /// (default: `[model] review_model` in reproagent.toml, else the run's model).
+    #[arg(long, env = "REPROAGENT_REVIEW_MODEL")]
+    pub review_model: Option<String>,
+    /// Do not ask the review for JSON mode (`response_format`); its verdict is still
+    /// schema-checked. Without this flag JSON mode is dropped by itself when the endpoint
+    /// refuses it.
+    #[arg(long)]
+    pub no_json_mode: bool,
+    /// Skip the fix probe (a proposed fix applied in a sandbox copy, with which the
+    /// accepted test must pass).
+    #[arg(long)]
+    pub no_probe: bool,
+    /// Stop the run cleanly after this many model calls (outcome `budget`, exit 3); with
+    /// `bench run`, per case.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_calls: Option<u32>,
+    /// Stop the run cleanly once it has spent this many US dollars (outcome `budget`,
+    /// exit 3); with `bench run`, per case. The model needs a price (built in, or
+    /// `[prices]` in reproagent.toml).
+    #[arg(long, value_parser = parse_cost)]
+    pub max_cost: Option<f64>,
+    /// How tools are offered: `native` tool calls, `text` (JSON in the answer's text, for
+    /// endpoints without tool calling), or `auto` (native, switching to text when the
+    /// endpoint refuses tools or answers a tool call in text).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub tool_protocol: ProtocolArg,
+}
+
+fn parse_cost(s: &str) -> Result<f64, String> {
+    match s.trim().trim_start_matches('$').parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("{s:?} is not an amount of US dollars above 0 (e.g. 0.50)")),
+    }
+}
+
+impl PipelineFlags {
+    /// The pipeline's options; the review's model falls back to `[model] review_model`
+    /// in `dir`'s reproagent.toml.
+    pub fn options(&self, dir: &std::path::Path) -> anyhow::Result<crate::reproduce::pipeline::Options> {
+        let review_model = match &self.review_model {
+            Some(m) => Some(m.clone()),
+            None => {
+                crate::model::config::FileConfig::load(dir)
+                    .map_err(|e| with_hint(e.to_string(), e.hint().as_deref()))?
+                    .model
+                    .review_model
+            }
+        };
+        Ok(crate::reproduce::pipeline::Options {
+            review_model: review_model.filter(|m| !m.trim().is_empty()),
+            json_mode: !self.no_json_mode,
+            probe: !self.no_probe,
+            limits: crate::reproduce::agent::Limits { max_calls: self.max_calls, max_cost_usd: self.max_cost },
+            tool_protocol: self.tool_protocol.into(),
+        })
+    }
+
+    /// A cost limit needs a price: refused before the first call, not found out after it.
+    pub fn check_price(&self, config: &crate::model::ModelConfig) -> anyhow::Result<()> {
+        if let (Some(max), None) = (self.max_cost, config.prices.lookup(&config.model)) {
+            return Err(with_hint(
+                format!("--max-cost {max} cannot be kept: model '{}' has no known price", config.model),
+                Some(&format!(
+                    "add it to reproagent.toml: [prices] \"{}\" = {{ input = USD_PER_MTOK, output = USD_PER_MTOK }}, or use --max-calls",
+                    config.model
+                )),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `--tool-protocol`: clap's side of [`ToolProtocol`](crate::reproduce::agent::ToolProtocol)
+/// (only `cli` knows clap).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProtocolArg {
+    Auto,
+    Native,
+    Text,
+}
+
+impl From<ProtocolArg> for crate::reproduce::agent::ToolProtocol {
+    fn from(p: ProtocolArg) -> Self {
+        use crate::reproduce::agent::ToolProtocol;
+        match p {
+            ProtocolArg::Auto => ToolProtocol::Auto,
+            ProtocolArg::Native => ToolProtocol::Native,
+            ProtocolArg::Text => ToolProtocol::Text,
+        }
+    }
+}
+
 /// The environment tests run in: `--python`, and where a Docker image keeps the repository.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct EnvFlags {

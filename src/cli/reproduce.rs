@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::model::{resolve_from_process, ChatModel, HttpModel, ModelError, Recorder, Replayer};
-use crate::reproduce::agent::{Limits, ToolProtocol};
 use crate::reproduce::{keyfree, pipeline, Outcome, Request, Status};
 use crate::sandbox::Choice;
 
@@ -51,40 +50,10 @@ pub struct ReproduceArgs {
     /// Seconds a test run may take.
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=3_600))]
     pub timeout: u64,
-    /// The model of the independent review: another model name on the same endpoint
-    /// (default: `[model] review_model` in reproagent.toml, else the run's model).
-    #[arg(long, env = "REPROAGENT_REVIEW_MODEL")]
-    pub review_model: Option<String>,
-    /// Do not ask the review for JSON mode (`response_format`); its verdict is still
-    /// schema-checked. Without this flag JSON mode is dropped by itself when the endpoint
-    /// refuses it.
-    #[arg(long)]
-    pub no_json_mode: bool,
-    /// Skip the fix probe (a proposed fix applied in a sandbox copy, with which the
-    /// accepted test must pass).
-    #[arg(long)]
-    pub no_probe: bool,
-    /// Stop the run cleanly after this many model calls (outcome `budget`, exit 3).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_calls: Option<u32>,
-    /// Stop the run cleanly once it has spent this many US dollars (outcome `budget`,
-    /// exit 3). The model needs a price (built in, or `[prices]` in reproagent.toml).
-    #[arg(long, value_parser = parse_cost)]
-    pub max_cost: Option<f64>,
-    /// How tools are offered: `native` tool calls, `text` (JSON in the answer's text, for
-    /// endpoints without tool calling), or `auto` (native, switching to text when the
-    /// endpoint refuses tools or answers a tool call in text).
-    #[arg(long, value_enum, default_value = "auto")]
-    pub tool_protocol: ProtocolArg,
+    #[command(flatten)]
+    pub pipeline: super::PipelineFlags,
     #[arg(long)]
     pub json: bool,
-}
-
-fn parse_cost(s: &str) -> Result<f64, String> {
-    match s.trim().trim_start_matches('$').parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err(format!("{s:?} is not an amount of US dollars above 0 (e.g. 0.50)")),
-    }
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -143,22 +112,7 @@ fn run_request(args: &ReproduceArgs) -> anyhow::Result<i32> {
     };
     if args.model != "none" {
         let model = build_model(args)?;
-        let review_model = match &args.review_model {
-            Some(m) => Some(m.clone()),
-            None => {
-                crate::model::config::FileConfig::load(&args.repo)
-                    .map_err(|e| super::with_hint(e.to_string(), e.hint().as_deref()))?
-                    .model
-                    .review_model
-            }
-        };
-        let opts = pipeline::Options {
-            review_model: review_model.filter(|m| !m.trim().is_empty()),
-            json_mode: !args.no_json_mode,
-            probe: !args.no_probe,
-            limits: Limits { max_calls: args.max_calls, max_cost_usd: args.max_cost },
-            tool_protocol: args.tool_protocol.into(),
-        };
+        let opts = args.pipeline.options(&args.repo)?;
         let outcome =
             pipeline::run_with(&req, model.as_ref(), &opts).map_err(|e| super::with_hint(e.to_string(), e.hint()))?;
         return show(args, &outcome);
@@ -189,16 +143,7 @@ fn build_model(args: &ReproduceArgs) -> anyhow::Result<Box<dyn ChatModel>> {
         return Ok(Box::new(Replayer::open(path).map_err(model_err)?));
     }
     let config = resolve_from_process(&args.flags.overrides(&args.model), &args.repo).map_err(model_err)?;
-    // A cost limit needs a price: refused before the first call, not found out after it.
-    if let (Some(max), None) = (args.max_cost, config.prices.lookup(&config.model)) {
-        return Err(super::with_hint(
-            format!("--max-cost {max} cannot be kept: model '{}' has no known price", config.model),
-            Some(&format!(
-                "add it to reproagent.toml: [prices] \"{}\" = {{ input = USD_PER_MTOK, output = USD_PER_MTOK }}, or use --max-calls",
-                config.model
-            )),
-        ));
-    }
+    args.pipeline.check_price(&config)?;
     let http = HttpModel::new(config);
     Ok(match &args.record {
         Some(path) => Box::new(Recorder::create(path, http).map_err(model_err)?),
@@ -230,22 +175,4 @@ fn show(args: &ReproduceArgs, outcome: &Outcome) -> anyhow::Result<i32> {
         Status::Error => 1,
         Status::Budget => 3,
     })
-}
-
-/// `--tool-protocol`: clap's side of [`ToolProtocol`] (only `cli` knows clap).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ProtocolArg {
-    Auto,
-    Native,
-    Text,
-}
-
-impl From<ProtocolArg> for ToolProtocol {
-    fn from(p: ProtocolArg) -> Self {
-        match p {
-            ProtocolArg::Auto => ToolProtocol::Auto,
-            ProtocolArg::Native => ToolProtocol::Native,
-            ProtocolArg::Text => ToolProtocol::Text,
-        }
-    }
 }

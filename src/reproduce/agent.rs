@@ -16,7 +16,9 @@
 //! `auto` switches to text for the rest of the run when the endpoint refuses `tools` or
 //! the model writes a call in its text. A stage may ask JSON mode, dropped when the
 //! endpoint refuses it. The run's [`Limits`] are checked before every call
-//! ([`StageError::Spent`]); each retrieval is noted in the evidence ledger.
+//! ([`StageError::Spent`]); each retrieval is noted in the evidence ledger, and one
+//! already made with the same arguments on the same tree is answered from it without
+//! running the tool again.
 
 use std::time::Instant;
 
@@ -60,6 +62,10 @@ pub struct ToolCallRecord {
     pub arguments: String,
     pub is_error: bool,
     pub millis: u64,
+    /// Answered from the evidence ledger: the same call on the same tree had been made
+    /// before, and the tool did not run again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_ledger: bool,
 }
 
 /// How tools are offered to the model.
@@ -465,15 +471,17 @@ pub fn run_stage<T>(
 
         for call in &calls {
             let started = Instant::now();
-            let record = |trace: &mut Trace, is_error: bool| {
+            let record_as = |trace: &mut Trace, is_error: bool, from_ledger: bool| {
                 trace.tool_calls.push(ToolCallRecord {
                     stage: spec.name.into(),
                     name: call.name.clone(),
                     arguments: excerpt(&call.arguments, 500),
                     is_error,
                     millis: started.elapsed().as_millis() as u64,
+                    from_ledger,
                 });
             };
+            let record = |trace: &mut Trace, is_error: bool| record_as(trace, is_error, false);
             let args = match call.arguments_json() {
                 Ok(a) => a,
                 Err(e) => {
@@ -529,9 +537,25 @@ pub fn run_stage<T>(
                 continue;
             }
             let known = spec.registry.get(&call.name).is_some();
+            // A retrieval already made on the same tree is answered from the ledger.
+            let tree = if known { ctx.state_for(&call.name, &args) } else { None };
+            if let Some(v) = tree.as_deref().and_then(|t| trace.ledger.recall(spec.name, &call.name, &args, t)) {
+                record_as(trace, false, true);
+                failures.ok();
+                answer(&mut messages, call, bounded(&v));
+                continue;
+            }
             let out = spec.registry.call(ctx, &call.name, args.clone());
             record(trace, out.is_error);
-            trace.ledger.note(spec.name, &call.name, &args, &out.value, out.is_error || !known);
+            trace.ledger.note(
+                spec.name,
+                &call.name,
+                &args,
+                &out.value,
+                out.is_error || !known,
+                tree.as_deref(),
+                ctx.root(),
+            );
             let malformed = !known
                 || (out.is_error
                     && out.value.get("error").and_then(Value::as_str).is_some_and(|e| e.starts_with("bad arguments")));

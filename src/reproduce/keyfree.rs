@@ -175,6 +175,7 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
         notes: Vec::new(),
         ledger_entries: 0,
         repeated_reads: 0,
+        answered_from_ledger: 0,
         max_calls: None,
         max_cost_usd: None,
     };
@@ -184,6 +185,7 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
         arguments,
         is_error: false,
         millis: t.elapsed().as_millis() as u64,
+        from_ledger: false,
     };
     let finish = |run: &mut RunDir,
                   record: &mut RunRecord,

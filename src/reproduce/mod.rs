@@ -323,6 +323,10 @@ pub struct RunRecord {
     pub ledger_entries: usize,
     #[serde(default)]
     pub repeated_reads: usize,
+    /// Retrievals answered from the ledger (the same call on the same tree, made before)
+    /// instead of running the tool again.
+    #[serde(default)]
+    pub answered_from_ledger: usize,
     /// The limits the run had.
     #[serde(default)]
     pub max_calls: Option<u32>,

@@ -34,6 +34,7 @@ use serde_json::{json, Value};
 use super::agent::{
     self, Limits, ModelCallRecord, StageError, StageSpec, ToolProtocol, Trace, Verdict, MAX_FEEDBACK_ITERATIONS,
 };
+use super::ledger::Spot;
 use super::review::{self as rv, Decision, ProbeReport, ReviewVerdict};
 use super::*;
 use crate::model::{excerpt, ChatModel, ToolSpec};
@@ -405,6 +406,7 @@ pub fn run_with(req: &Request, model: &dyn ChatModel, opts: &Options) -> Result<
         notes: trace.notes.clone(),
         ledger_entries: trace.ledger.entries.len(),
         repeated_reads: trace.ledger.repeats(),
+        answered_from_ledger: trace.ledger.answered(),
         max_calls: opts.limits.max_calls,
         max_cost_usd: opts.limits.max_cost_usd,
     };
@@ -486,8 +488,8 @@ fn spend_section(r: &RunRecord, opts: &Options) -> String {
     }
     if r.ledger_entries > 0 {
         md.push_str(&format!(
-            "- evidence ledger: {} entries; calls a later stage repeated: {}\n",
-            r.ledger_entries, r.repeated_reads
+            "- evidence ledger: {} entries; calls a later stage repeated: {}; answered from the ledger without running the tool again: {}\n",
+            r.ledger_entries, r.repeated_reads, r.answered_from_ledger
         ));
     }
     for n in &r.notes {
@@ -533,7 +535,7 @@ fn analysis_stage<T: Serialize + DeserializeOwned>(
     let file = format!("{}.json", spec.name);
     let artifact = match resume.reuse::<T>(spec.name, &file, &key) {
         Some(a) => {
-            trace.ledger.entries.extend(resume.old_ledger.of_stage(spec.name).cloned());
+            trace.ledger.carry(&resume.old_ledger, spec.name);
             a
         }
         None => agent::run_stage(model, ctx, spec, trace, |v, _| match parse::<T>(v) {
@@ -667,6 +669,10 @@ fn stages(
         (&model_name, &tree),
         check_localization,
     )?;
+    // What the later stages need of what localization read: the suspect lines themselves.
+    let spots: Vec<Spot> =
+        loc.locations.iter().map(|l| Spot { path: l.file.clone(), start: l.start_line, end: l.end_line }).collect();
+    trace.ledger.cite("localization", &spots);
     let loc_json = serde_json::to_string_pretty(&loc).unwrap_or_default();
     let suspects: Vec<String> = loc.locations.iter().map(|l| l.file.clone()).collect();
     let suspect_conv = conventions(&req.root, &suspects);
@@ -689,6 +695,12 @@ fn stages(
     );
     let cause: RootCause =
         analysis_stage("root cause", &spec, model, &ctx, trace, run, resume, (&model_name, &tree), check_root_cause)?;
+    let spots: Vec<Spot> = cause
+        .execution_path
+        .iter()
+        .map(|p| Spot { path: p.file.clone(), start: i64::from(p.line), end: i64::from(p.line) })
+        .collect();
+    trace.ledger.cite("root_cause", &spots);
     let cause_json = serde_json::to_string_pretty(&cause).unwrap_or_default();
     made.cause = Some(cause.clone());
 

@@ -421,6 +421,57 @@ impl ToolContext {
         Ok(store)
     }
 
+    /// The state of the tree a retrieval's answer depends on, as a short digest: a call
+    /// repeated with equal arguments on an equal state gets an equal answer. `None` for a
+    /// tool that is not a retrieval ([`is_retrieval`]), or when the state cannot be read.
+    ///
+    /// - `read_file`: the file's metadata (resolved path, size, mtime, inode): its answer
+    ///   depends on that file alone, so this costs a `stat`, not a freshness check.
+    /// - every other retrieval: which index (`graph.db`), the current content of every
+    ///   file it holds and the source files added since, as the freshness check sees
+    ///   them (the rule of every answer's `stale`); for `ls`, the listed directory's
+    ///   metadata too. A file the index does not hold (a template, a text file) is not
+    ///   part of it: `grep` and `find` over such files are answered as of the index.
+    pub fn state_for(&self, tool: &str, args: &Value) -> Option<String> {
+        if !is_retrieval(tool) {
+            return None;
+        }
+        let path = args.get("path").and_then(Value::as_str);
+        match tool {
+            "read_file" => {
+                let abs = self.resolve_path(path?).ok()?;
+                let m = std::fs::metadata(&abs).ok()?;
+                #[cfg(unix)]
+                let ino = std::os::unix::fs::MetadataExt::ino(&m);
+                #[cfg(not(unix))]
+                let ino = 0u64;
+                let seen = format!("file|{}|{:?}|{}|{ino}", abs.display(), m.modified().ok(), m.len());
+                Some(blake3::hash(seen.as_bytes()).to_hex()[..16].to_string())
+            }
+            "ls" => self.tree_state(Some(path.unwrap_or("."))),
+            _ => self.tree_state(None),
+        }
+    }
+
+    /// The tree as the freshness check sees it, as a short digest: which index, the
+    /// current content of every file it holds, the source files added since, and for
+    /// `path` its metadata. `None` without a usable index.
+    pub fn tree_state(&self, path: Option<&str>) -> Option<String> {
+        self.store().ok()?;
+        STALE.with(|s| s.borrow_mut().take());
+        let stamp = paths::DbStamp::of(&crate::store::db_path(&self.root))?;
+        let fingerprint = self.freshness.lock().ok()?.fingerprint()?.to_string();
+        let mut h = blake3::Hasher::new();
+        h.update(format!("{stamp:?}").as_bytes());
+        h.update(fingerprint.as_bytes());
+        if let Some(p) = path {
+            let meta = self.resolve_path(p).ok().and_then(|abs| std::fs::metadata(abs).ok());
+            let seen = meta.map(|m| format!("{:?}|{}|{}", m.modified().ok(), m.len(), m.is_dir()));
+            h.update(seen.unwrap_or_else(|| "missing".into()).as_bytes());
+        }
+        Some(h.finalize().to_hex()[..16].to_string())
+    }
+
     /// The entity name table of the index `store` was opened from, read once per
     /// `graph.db` (the store is from [`ToolContext::store`]).
     pub(crate) fn names(&self, store: &Store) -> Result<Arc<crate::graph::NameTable>, ToolError> {
@@ -474,6 +525,14 @@ pub fn all() -> Registry {
             Box::new(graph::TestsFor),
         ],
     }
+}
+
+/// Is `name` a retrieval tool: one of [`all`] that only reads the tree or its index
+/// (everything there but `sequential_thinking`), so that on the same tree
+/// ([`ToolContext::tree_state`]) the same arguments get the same answer? The runtime
+/// tools are not: a run's result depends on the sandbox's state.
+pub fn is_retrieval(name: &str) -> bool {
+    name != thinking::SequentialThinking::NAME && all().get(name).is_some()
 }
 
 /// What the MCP server offers: [`all`] plus `index`, which updates the index of the tree

@@ -148,6 +148,9 @@ pub struct Freshness {
     dirs: Vec<(PathBuf, Option<SystemTime>)>,
     walked: Option<std::time::Instant>,
     new_files: Vec<String>,
+    /// A digest of what the last check saw: every indexed file's current content hash
+    /// (or its absence) and the new files. Equal digests on the same index: the same tree.
+    fingerprint: Option<String>,
 }
 
 impl Freshness {
@@ -161,6 +164,7 @@ impl Freshness {
         if self.root.as_deref() != Some(root) {
             *self = Freshness { root: Some(root.to_path_buf()), ..Default::default() };
         }
+        self.fingerprint = None;
         let reload = match (&self.stored, stamp) {
             (Some((st, _)), Some(now)) => st != now,
             _ => true,
@@ -192,8 +196,14 @@ impl Freshness {
         stored: &BTreeMap<String, String>,
     ) -> Result<Option<Stale>, ToolError> {
         let mut changed = Vec::new();
+        let mut digest = blake3::Hasher::new();
         for (path, hash) in stored {
-            match self.hash_of(&root.join(path)) {
+            let now = self.hash_of(&root.join(path));
+            digest.update(path.as_bytes());
+            digest.update(&[0]);
+            digest.update(now.as_deref().unwrap_or("-").as_bytes());
+            digest.update(&[0]);
+            match now {
                 Some(h) if h == *hash => {}
                 Some(_) => changed.push(format!("{path} (modified)")),
                 None => changed.push(format!("{path} (deleted)")),
@@ -203,6 +213,12 @@ impl Freshness {
         if self.walked.is_none_or(|w| w.elapsed() > WALK_AGAIN) || dirs_moved {
             self.walk_new(root, store, stored);
         }
+        for f in &self.new_files {
+            digest.update(b"new\0");
+            digest.update(f.as_bytes());
+            digest.update(&[0]);
+        }
+        self.fingerprint = Some(digest.finalize().to_hex().to_string());
         changed.extend(self.new_files.iter().map(|f| format!("{f} (new)")));
         if changed.is_empty() {
             return Ok(None);
@@ -242,6 +258,11 @@ impl Freshness {
         self.dirs =
             dirs.into_iter().map(|d| (d.clone(), std::fs::metadata(&d).and_then(|m| m.modified()).ok())).collect();
         self.walked = Some(std::time::Instant::now());
+    }
+
+    /// The digest of the tree the last [`Freshness::check`] saw (`None` before one).
+    pub(crate) fn fingerprint(&self) -> Option<&str> {
+        self.fingerprint.as_deref()
     }
 
     fn hash_of(&mut self, path: &Path) -> Option<String> {

@@ -152,11 +152,10 @@ fn model_at(base_url: &str) -> Arc<dyn ChatModel> {
 
 const MEDIAN_TEST: &str = "from numkit.stats import median\n\n\ndef test_even_count_is_the_mean_of_the_middle_pair():\n    assert median([1, 2, 3, 4]) == 2.5\n";
 
-/// The four-stage pipeline against a scripted model, scored end to end; then the same
-/// run replayed from its cassette with no server at all.
-#[test]
-fn pipeline_adapter_is_scored_end_to_end_and_replays_offline() {
-    let server = ScriptedServer::start(vec![
+/// The scripted model's run on py-median-even: a search, the three analysis artifacts,
+/// the test, the review's acceptance and the probe's fix (7 calls).
+fn median_script() -> Vec<Reply> {
+    vec![
         Reply::tool_call("search_code", json!({"query": "median"})),
         Reply::tool_call(
             "submit_localization",
@@ -183,14 +182,21 @@ fn pipeline_adapter_is_scored_end_to_end_and_replays_offline() {
                               "replace": "    if len(ordered) % 2 == 1:\n        return ordered[mid]\n    return (ordered[mid - 1] + ordered[mid]) / 2\n"}],
                    "rationale": "average the middle pair"}),
         ),
-    ]);
+    ]
+}
+
+/// The four-stage pipeline against a scripted model, scored end to end; then the same
+/// run replayed from its cassette with no server at all.
+#[test]
+fn pipeline_adapter_is_scored_end_to_end_and_replays_offline() {
+    let server = ScriptedServer::start(median_script());
     let out = tempfile::tempdir().unwrap();
     let mut o = options(&suite(), &out.path().join("live"), Choice::Local);
     o.only = vec!["py-median-even".into()];
     o.model = ModelSource::Live(model_at(&server.base_url()));
     let live_model = o.model.clone();
     let ModelSource::Live(m) = &live_model else { unreachable!() };
-    let pipeline = adapter::Pipeline { model: m.describe() };
+    let pipeline = adapter::Pipeline { model: m.describe(), options: Default::default() };
     let r = bench(&pipeline, &o);
     let c = case(&r, "py-median-even");
     assert_eq!(c.status, CaseStatus::Scored, "{:?}", c.reason);
@@ -485,4 +491,71 @@ fn cli_runs_validates_and_reports() {
     assert!(!o.status.success() && err.contains("does not exist"), "{err}");
     let o = cli(&["bench", "report", "/nonexistent/run"]);
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).lines().count() == 1);
+}
+
+/// `bench run --adapter pipeline` through the CLI takes the pipeline's flags (review
+/// model, budget, no probe) and records each case's probe verdict; `bench report` on the
+/// run shows how often the probe agreed with the gold fail-to-pass.
+#[test]
+fn cli_bench_runs_the_pipeline_with_its_flags_and_reports_the_probe_against_the_gold() {
+    let out = tempfile::tempdir().unwrap();
+    let suite = suite();
+    let run = |server: &ScriptedServer, dir: &Path, extra: &[&str]| {
+        let base = server.base_url();
+        let mut args = vec![
+            "bench",
+            "run",
+            "--adapter",
+            "pipeline",
+            "--model",
+            "test-model",
+            "--base-url",
+            &base,
+            "--suite",
+            suite.to_str().unwrap(),
+            "--sandbox",
+            "local",
+            "--case",
+            "py-median-even",
+            "--no-verify",
+            "--out",
+            dir.to_str().unwrap(),
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        cli(&args)
+    };
+    let server = ScriptedServer::start(median_script());
+    let live = out.path().join("live");
+    let o = run(&server, &live, &["--review-model", "reviewer", "--max-calls", "7"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let models: Vec<String> = server.requests().iter().map(|r| r.body["model"].as_str().unwrap().to_string()).collect();
+    assert_eq!(models.len(), 7);
+    assert_eq!(models[5], "reviewer", "{models:?}");
+    let record: serde_json::Value = serde_json::from_slice(&std::fs::read(live.join("run.json")).unwrap()).unwrap();
+    let case = &record["cases"][0];
+    assert_eq!((case["probe"].as_str(), case["fail_to_pass"].as_bool()), (Some("passes"), Some(true)), "{case}");
+    let rep = out.path().join("report");
+    let o = cli(&["bench", "report", live.to_str().unwrap(), "--out", rep.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let md = std::fs::read_to_string(rep.join("report.md")).unwrap();
+    assert!(md.contains("## Fix probe against the gold fail-to-pass") && md.contains("| 1/1 (100%) |"), "{md}");
+
+    // The per-case budget stops the case cleanly; --no-probe makes no probe call.
+    let server = ScriptedServer::start(median_script());
+    let spent = out.path().join("spent");
+    let o = run(&server, &spent, &["--max-calls", "2"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(server.requests().len(), 2);
+    let record: serde_json::Value = serde_json::from_slice(&std::fs::read(spent.join("run.json")).unwrap()).unwrap();
+    assert_eq!(record["cases"][0]["claimed"], "budget", "{}", record["cases"][0]);
+    let server = ScriptedServer::start(median_script().into_iter().take(6).collect());
+    let o = run(&server, &out.path().join("unprobed"), &["--no-probe"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!((server.requests().len(), server.remaining()), (6, 0));
+
+    // The pipeline's flags on another adapter: refused, with a hint.
+    let o = cli(&["bench", "run", "--adapter", "gold", "--suite", suite.to_str().unwrap(), "--no-probe"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("takes none of the pipeline's flags"), "{err}");
 }

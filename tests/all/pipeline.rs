@@ -912,6 +912,36 @@ fn a_test_no_fix_can_make_pass_goes_back_to_generation_and_is_regenerated() {
     // The user's tree never saw a fix.
     assert!(!std::fs::read_to_string(repo.path().join("textkit/slug.py")).unwrap().contains("if not words"));
 
+    // Without the model's say-so: each of the two fixes the probe may apply leaves the
+    // test failing, so the probe concludes it cannot pass, and the test goes back.
+    let mut script: Vec<Reply> = py_script().into_iter().take(5).collect();
+    script.extend([write_test(PY_NONE_TEST), accept(), slug_fix(), slug_fix()]);
+    script.extend([write_test(PY_TEST), accept(), slug_fix()]);
+    let server = ScriptedServer::start(script);
+    let o = run_on(repo.path(), "py-slug", &model_at(&server.base_url()));
+    assert_eq!((o.status, o.probe), (Status::Reproduced, Some(Probe::Passes)), "{}", o.reason);
+    assert_eq!(o.test_code.as_deref(), Some(PY_TEST));
+    let probes = read_json(&o.run_dir, "probe.json");
+    assert_eq!(probes[0]["verdict"], "fails");
+    assert_eq!(probes[0]["trials"].as_array().unwrap().len(), 2);
+    assert!(probes[0]["reason"].as_str().unwrap().contains("with each of 2 proposed fixes the test still fails"));
+
+    // A test the probe sends back twice and that comes back the same a third time stands,
+    // with the probe's verdict in the outcome.
+    let mut script: Vec<Reply> = py_script().into_iter().take(5).collect();
+    for _ in 0..3 {
+        script.extend([
+            write_test(PY_NONE_TEST),
+            accept(),
+            Reply::tool_call("propose_fix", json!({"test_cannot_pass": "it asserts None"})),
+        ]);
+    }
+    let server = ScriptedServer::start(script);
+    let o = run_on(repo.path(), "py-slug", &model_at(&server.base_url()));
+    assert_eq!((o.status, o.probe), (Status::Reproduced, Some(Probe::Fails)), "{}", o.reason);
+    assert!(o.reason.contains("attempt 3") && o.reason.contains("fix probe: fails"), "{}", o.reason);
+    assert_eq!(server.remaining(), 0);
+
     // No fix proposed: recorded as such, the test stands.
     let mut script: Vec<Reply> = py_script().into_iter().take(7).collect();
     script.push(Reply::tool_call("propose_fix", json!({"edits": [], "rationale": "cannot tell"})));
@@ -955,7 +985,14 @@ fn the_plans_snippet_run_reaches_generation_and_repeated_reads_are_counted() {
     // Generation starts from the ledger: the plan's run, with the exception it showed.
     let gen_user = messages(&reqs[7].body)[1]["content"].as_str().unwrap().to_string();
     assert!(gen_user.contains("[test_plan] `run_python`"), "{gen_user}");
-    assert!(gen_user.contains("exit 1") && gen_user.contains("IndexError: list index out of range"), "{gen_user}");
+    // What the run found, for a stage that writes a test: the exception, and where in
+    // the repository it was raised (the sandbox's copy path made a repository path).
+    assert!(
+        gen_user.contains(
+            "exit 1; raised IndexError: list index out of range; at textkit/slug.py:11 in slugify `first = words[0]`"
+        ),
+        "{gen_user}"
+    );
     // The repeated read: one entry, counted once as a repeat.
     let ledger = read_json(&o.run_dir, "ledger.json");
     let entries = ledger["entries"].as_array().unwrap();
@@ -965,6 +1002,105 @@ fn the_plans_snippet_run_reaches_generation_and_repeated_reads_are_counted() {
     assert_eq!((record["ledger_entries"].as_u64(), record["repeated_reads"].as_u64()), (Some(3), Some(1)));
     let report = std::fs::read_to_string(Path::new(&o.run_dir).join("report.md")).unwrap();
     assert!(report.contains("evidence ledger: 3 entries; calls a later stage repeated: 1"), "{report}");
+}
+
+/// Stage memory: a read a later stage repeats on the same tree is answered from the
+/// ledger, the tool not run again; on a changed tree it is read afresh. The lines a
+/// stage's conclusion cites reach the later stages quoted.
+#[test]
+fn a_repeated_read_is_answered_from_the_ledger_on_the_same_tree_and_read_afresh_on_a_changed_one() {
+    let repo = copy_tree(&fixture("bugs/py-slug/repo"));
+    let slug = repo.path().join("textkit/slug.py");
+    let read = || Reply::tool_call("read_file", json!({"path": "textkit/slug.py"}));
+    let search = || Reply::tool_call("search_code", json!({"query": "slugify"}));
+    let script = vec![
+        read(),
+        search(),
+        Reply::tool_call(
+            "submit_localization",
+            json!({"locations": [{"file": "textkit/slug.py", "entity": "slugify", "start_line": 8, "end_line": 12,
+                                  "confidence": 0.9, "rationale": "words[0] on an empty list"}]}),
+        ),
+        // Root cause reads and searches what localization did: the same tree, answered
+        // from the ledger.
+        read(),
+        search(),
+        // The tree changes under the run; the same read and search are then made afresh.
+        read().before({
+            let slug = slug.clone();
+            move || {
+                let mut text = std::fs::read_to_string(&slug).unwrap();
+                text.push_str("# EDITED-WHILE-THE-RUN-READ-IT\n");
+                std::fs::write(&slug, text).unwrap();
+            }
+        }),
+        search(),
+        cause("slugify indexes words[0] without checking for no words", "textkit/slug.py", "slugify"),
+        plan("pytest", "tests/test_issue_blank_slug.py", "IndexError", Some("list index out of range")),
+        write_test(PY_TEST),
+        accept(),
+    ];
+    let server = ScriptedServer::start(script);
+    let opts = pipeline::Options { probe: false, ..Default::default() };
+    let o = run_opts(repo.path(), "py-slug", &model_at(&server.base_url()), &opts);
+    assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 11);
+    let last = |i: usize| messages(&reqs[i].body).last().unwrap()["content"].as_str().unwrap().to_string();
+    // The repeats got localization's results as they were, said to come from the ledger.
+    let from_ledger = last(4);
+    assert!(
+        from_ledger.contains(
+            "answered from the evidence ledger (entry E1): the localization stage made this call on the same tree"
+        ),
+        "{from_ledger}"
+    );
+    assert!(from_ledger.contains("first = words[0]") && !from_ledger.contains("EDITED"), "{from_ledger}");
+    let searched = last(5);
+    assert!(
+        searched.contains("answered from the evidence ledger (entry E2)")
+            && searched.contains("textkit/slug.py:slugify"),
+        "{searched}"
+    );
+    // After the change: a fresh read with the edit, and a fresh search (the index no
+    // longer describes the tree, and its answer says so).
+    let fresh = last(6);
+    assert!(fresh.contains("EDITED-WHILE-THE-RUN-READ-IT") && !fresh.contains("evidence ledger"), "{fresh}");
+    let fresh = last(7);
+    assert!(fresh.contains("\"stale\"") && !fresh.contains("evidence ledger"), "{fresh}");
+    let run = read_json(&o.run_dir, "run.json");
+    let from_ledger = |tool: &str| -> Vec<bool> {
+        run["tool_calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["name"] == tool)
+            .map(|t| t["from_ledger"].as_bool().unwrap_or(false))
+            .collect()
+    };
+    assert_eq!(from_ledger("read_file"), [false, true, false]);
+    assert_eq!(from_ledger("search_code"), [false, true, false]);
+    assert_eq!((run["repeated_reads"].as_u64(), run["answered_from_ledger"].as_u64()), (Some(2), Some(2)));
+    let ledger = read_json(&o.run_dir, "ledger.json");
+    let entries = ledger["entries"].as_array().unwrap();
+    let stages: Vec<&str> = entries.iter().map(|e| e["stage"].as_str().unwrap()).collect();
+    assert_eq!(stages, ["localization", "localization", "root_cause", "root_cause"], "{ledger}");
+    assert_eq!(entries[0]["asked_again_by"], json!(["root_cause"]));
+    assert_eq!(entries[0]["answered_from_ledger"], 1);
+    assert_ne!(entries[0]["tree"], entries[2]["tree"], "{ledger}");
+    assert_ne!(entries[1]["tree"], entries[3]["tree"], "{ledger}");
+    // The lines localization flagged, quoted for root cause and every stage after.
+    let user = |i: usize| messages(&reqs[i].body)[1]["content"].as_str().unwrap().to_string();
+    for i in [3, 8, 9] {
+        let u = user(i);
+        assert!(
+            u.contains("- E1 [localization] `read_file` {\"path\":\"textkit/slug.py\"} at textkit/slug.py:1-16: lines 1-16 of 16; defines `def slugify(title, max_words=8)` at 8, `def initials(name)` at 15"),
+            "{u}"
+        );
+        assert!(u.contains("  - cited: textkit/slug.py:11: first = words[0] (localization)"), "{u}");
+    }
+    let report = std::fs::read_to_string(Path::new(&o.run_dir).join("report.md")).unwrap();
+    assert!(report.contains("answered from the ledger without running the tool again: 2"), "{report}");
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //!
 //! It serves a script of replies in the order requests arrive (text, tool calls, or
 //! faults: an HTTP status with optional `Retry-After`, a dropped connection, a delay, a
-//! garbage body) and keeps every request it received, so a test can assert what the
+//! garbage body; optionally with something done just before the reply goes out) and keeps every request it received, so a test can assert what the
 //! client sent. A request past the end of the script gets a 500 saying so (and is kept).
 //!
 //! ```ignore
@@ -35,6 +35,17 @@ pub struct Reply {
     usage: (u64, u64),
     finish_reason: Option<String>,
     model: Option<String>,
+    before: Option<Hook>,
+}
+
+/// Something a test does just before a reply goes out (say, change the tree the run reads).
+#[derive(Clone)]
+struct Hook(Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for Hook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Hook")
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -51,7 +62,7 @@ enum Kind {
 
 impl Reply {
     fn of(kind: Kind) -> Reply {
-        Reply { kind, delay: None, headers: Vec::new(), usage: (10, 5), finish_reason: None, model: None }
+        Reply { kind, delay: None, headers: Vec::new(), usage: (10, 5), finish_reason: None, model: None, before: None }
     }
 
     /// An assistant message with text content; finish_reason `stop`.
@@ -130,6 +141,13 @@ impl Reply {
 
     pub fn finish_reason(mut self, r: &str) -> Reply {
         self.finish_reason = Some(r.into());
+        self
+    }
+
+    /// Run `f` just before this reply is sent: the client sees its effect when it acts
+    /// on the reply.
+    pub fn before(mut self, f: impl Fn() + Send + Sync + 'static) -> Reply {
+        self.before = Some(Hook(Arc::new(f)));
         self
     }
 
@@ -279,6 +297,9 @@ fn handle(mut conn: TcpStream, s: &Shared) {
     };
     if let Some(d) = reply.delay {
         std::thread::sleep(d);
+    }
+    if let Some(Hook(f)) = &reply.before {
+        f();
     }
     match reply.kind {
         Kind::Drop => {
