@@ -117,8 +117,12 @@ def localize(binary, case, outdir):
             return res
         stamp.write_text(str(binary))
     res["index_secs"] = round(time.time() - t, 1)
+    # The localization's wall time: the whole `localize` process (start, opening the index,
+    # reading the issue, ranking), as a user waits for it.
+    t = time.time()
     rc, out = run([str(binary), "localize", "--issue", str(Path(case["dir"]) / case["issue_file"]), "-C", str(tree), "--json",
                    "--limit", str(LIMIT)], check=False, timeout=600)
+    res["localize_secs"] = round(time.time() - t, 2)
     try:
         loc = json.loads(out[out.index("{"):]) if rc == 0 else None
     except ValueError:
@@ -177,17 +181,25 @@ def gold_cell(r):
     return f"not fail-to-pass (before {b.get('status')}, after {a.get('status')}: {short(a.get('error') or a.get('failure') or b.get('error') or b.get('failure'), 60)})"
 
 
+def matches_cell(r):
+    """Does the failure before the fix show the issue's error (bench's `matches_issue`)?
+    `-` when the issue reports no error type (nothing to match) or no test was run."""
+    if not r or r.get("status") != "scored" or r.get("matches_issue") is None:
+        return "-"
+    return "yes" if r["matches_issue"] else "no"
+
+
 def keyfree_cells(r):
     if not r:
-        return ["not run", "", ""]
+        return ["not run", "", "", "-"]
     built = bool(r.get("test_files") or r.get("test_patch"))
     claimed = r.get("claimed") or ""
     if r["status"] == "invalid":
-        return [f"case invalid: {short(r.get('reason'), 60)}", claimed, "-"]
+        return [f"case invalid: {short(r.get('reason'), 60)}", claimed, "-", "-"]
     if r["status"] == "adapter_error":
-        return [f"no: {short(r.get('reason'), 60)}", claimed, "no"]
+        return [f"no: {short(r.get('reason'), 60)}", claimed, "no", "-"]
     why = "" if built else f" ({short(r.get('reason'), 60)})"
-    return ["yes" if built else f"no{why}", claimed, "yes" if r["fail_to_pass"] else "no"]
+    return ["yes" if built else f"no{why}", claimed, "yes" if r["fail_to_pass"] else "no", matches_cell(r) if built else "-"]
 
 
 def rank_cell(res, key):
@@ -199,16 +211,29 @@ def rank_cell(res, key):
     return str(r) if r else "-"
 
 
+def secs_cell(res):
+    s = (res or {}).get("localize_secs")
+    return f"{s:.2f}" if s is not None else "-"
+
+
+def matched(runs, cases):
+    """(failures that match the issue, tests judged against an issue that reports an error)."""
+    rs = [runs.get(c["id"]) for c in cases]
+    judged = [r for r in rs if r and r.get("status") == "scored" and r.get("matches_issue") is not None
+              and (r.get("test_files") or r.get("test_patch"))]
+    return sum(1 for r in judged if r["matches_issue"]), len(judged)
+
+
 def table(cases, gold, keyfree, loc, meta):
     rows = [
-        "| case | gold test | key-free built | key-free claimed | key-free fail-to-pass | localize rank | BM25 rank |",
-        "|---|---|---|---|---|---|---|",
+        "| case | gold test | key-free built | key-free claimed | key-free fail-to-pass | key-free matches issue | localize rank | BM25 rank | localize s |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for c in cases:
         cid = c["id"]
         kf = keyfree_cells(keyfree.get(cid))
         rows.append("| " + " | ".join(cell(x) for x in [cid, gold_cell(gold.get(cid)), *kf, rank_cell(loc.get(cid, {}), "localize"),
-                                                         rank_cell(loc.get(cid, {}), "bm25")]) + " |")
+                                                         rank_cell(loc.get(cid, {}), "bm25"), secs_cell(loc.get(cid))]) + " |")
     n = len(cases)
     g_ok = sum(1 for c in cases if (gold.get(c["id"]) or {}).get("fail_to_pass"))
     g_inv = sum(1 for c in cases if (gold.get(c["id"]) or {}).get("status") == "invalid")
@@ -226,8 +251,17 @@ def table(cases, gold, keyfree, loc, meta):
     lines.append(f"- gold test fail-to-pass: {g_ok}/{n} (invalid: {g_inv})")
     lines.append(f"- key-free: built a test {built}/{n}, claimed reproduced {len(claimed)}/{n}, confirmed fail-to-pass {confirmed}/{n}")
     lines.append(f"- key-free claimed reproduced but NOT fail-to-pass: {len(claimed_not)}" + (f" ({', '.join(claimed_not)})" if claimed_not else ""))
+    km, kj = matched(keyfree, cases)
+    gm, gj = matched(gold, cases)
+    lines.append(f"- failure before the fix matches the issue (of the tests run whose issue reports an error type): key-free {km}/{kj}, gold test {gm}/{gj}")
     for k in (1, 5, 10):
         lines.append(f"- gold file in top {k}: localize {topk('localize', k)}/{n}, BM25 {topk('bm25', k)}/{n}")
+    secs = {c["id"]: (loc.get(c["id"]) or {}).get("localize_secs") for c in cases}
+    for repo in sorted({c["id"].split("__")[0] for c in cases}):
+        ts = [(t, cid) for cid, t in secs.items() if t is not None and cid.split("__")[0] == repo]
+        if ts:
+            slow = max(ts)
+            lines.append(f"- localize wall time on {repo}: slowest {slow[0]:.2f} s ({slow[1]}), {sum(1 for t, _ in ts if t < 1.0)}/{len(ts)} under 1 s")
     lines.append("")
     lines.append(meta)
     return "\n".join(lines) + "\n"
