@@ -133,13 +133,27 @@ def localize(binary, case, outdir):
         files = [f["file"] for f in loc.get("files", [])]
         res["localize_rank"] = file_rank(files, gold)
         res["localize_top"] = files[:5]
-    rc, out = run([str(binary), "search", issue, "-C", str(tree), "--json", "--limit", str(LIMIT)], check=False, timeout=600)
-    try:
-        hits = json.loads(out[out.index("["):]) if rc == 0 else None
-    except ValueError:
-        hits = None
-    if hits is None:
-        res["bm25_error"] = out.strip().splitlines()[-1] if out.strip() else f"exit {rc}"
+    # `search --json` prints {"query", "hits"} (older binaries: the list of hits), at most
+    # 50 hits a call: page with --offset until the gold file shows, the hits run out or
+    # LIMIT hits were read. stdout only: the paging note goes to stderr.
+    hits, err, page = [], None, 50
+    while len(hits) < LIMIT:
+        p = subprocess.run([str(binary), "search", issue, "-C", str(tree), "--json", "--limit", str(page), "--offset", str(len(hits))],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace", timeout=600)
+        try:
+            data = json.loads(p.stdout) if p.returncode == 0 else None
+        except ValueError:
+            data = None
+        if data is None:
+            err = (p.stderr or p.stdout).strip().splitlines()[-1:] or [f"exit {p.returncode}"]
+            err = err[0]
+            break
+        got = data.get("hits") if isinstance(data, dict) else data
+        hits.extend(got)
+        if len(got) < page or any(h["path"] in gold for h in got) or not isinstance(data, dict):
+            break
+    if err is not None and not hits:
+        res["bm25_error"] = err
     else:
         files = []
         for h in hits:
