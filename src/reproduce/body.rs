@@ -985,14 +985,11 @@ const CURRENT_CUES: &[&str] = &[
 /// Phrases that say the code used to work: whatever error the issue shows is today's.
 const WORKED_CUES: &[&str] = &[
     "used to work",
-    "worked fine",
-    "worked well",
+    "worked",
     "was working",
     "used to pass",
-    "worked before",
-    "it worked",
-    "this worked",
-    "which worked",
+    "was fine",
+    "were fine",
     "no longer work",
     "stopped working",
     "n't work anymore",
@@ -1505,6 +1502,7 @@ mod tests {
             "Wrong total\n\nThe total is 3 instead of 4. No error is raised.\n",
             "Defaults\n\nIn 2.0 the default changed. Since then calling `f()` raises ValueError.\n\nValueError: bad default\n",
             "Confusing error\n\nIn 1.5 this raised a clear ValueError. It was changed in 1.6 and now raises a TypeError.\n\nTypeError: x\n",
+            "Index error\n\nPreviously the list index was fine. With 2.0:\n\nIndexError: list index out of range\n",
         ] {
             assert_eq!(direction(text), Direction::Current, "{text}");
         }
