@@ -14,8 +14,10 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -99,7 +101,7 @@ def file_rank(files, gold):
     return None
 
 
-def localize(binary, case, outdir):
+def localize(binary, case, outdir, timing_runs=3):
     cid = case["id"]
     tree = outdir / "trees" / cid
     gold = set(patch_files((Path(case["dir"]) / case["gold_patch"]).read_text()))
@@ -117,8 +119,23 @@ def localize(binary, case, outdir):
             return res
         stamp.write_text(str(binary))
     res["index_secs"] = round(time.time() - t, 1)
-    rc, out = run([str(binary), "localize", "--issue", str(Path(case["dir"]) / case["issue_file"]), "-C", str(tree), "--json",
-                   "--limit", str(LIMIT)], check=False, timeout=600)
+    # The localization's time: the whole `localize` process (start, opening the index,
+    # reading the issue, ranking), as a user waits for it: wall and CPU (user + system, from
+    # the child's rusage; less sensitive to a loaded machine), the median of `timing_runs`.
+    cmd = [str(binary), "localize", "--issue", str(Path(case["dir"]) / case["issue_file"]), "-C", str(tree), "--json",
+           "--limit", str(LIMIT)]
+    walls, cpus = [], []
+    for k in range(max(1, timing_runs)):
+        r0, t = resource.getrusage(resource.RUSAGE_CHILDREN), time.time()
+        rc_k, out_k = run(cmd, check=False, timeout=600)
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        walls.append(time.time() - t)
+        cpus.append((r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime))
+        if k == 0:
+            rc, out = rc_k, out_k
+    res["localize_secs"] = round(statistics.median(walls), 2)
+    res["localize_cpu_secs"] = round(statistics.median(cpus), 2)
+    res["localize_runs"] = len(walls)
     try:
         loc = json.loads(out[out.index("{"):]) if rc == 0 else None
     except ValueError:
@@ -129,13 +146,27 @@ def localize(binary, case, outdir):
         files = [f["file"] for f in loc.get("files", [])]
         res["localize_rank"] = file_rank(files, gold)
         res["localize_top"] = files[:5]
-    rc, out = run([str(binary), "search", issue, "-C", str(tree), "--json", "--limit", str(LIMIT)], check=False, timeout=600)
-    try:
-        hits = json.loads(out[out.index("["):]) if rc == 0 else None
-    except ValueError:
-        hits = None
-    if hits is None:
-        res["bm25_error"] = out.strip().splitlines()[-1] if out.strip() else f"exit {rc}"
+    # `search --json` prints {"query", "hits"} (older binaries: the list of hits), at most
+    # 50 hits a call: page with --offset until the gold file shows, the hits run out or
+    # LIMIT hits were read. stdout only: the paging note goes to stderr.
+    hits, err, page = [], None, 50
+    while len(hits) < LIMIT:
+        p = subprocess.run([str(binary), "search", issue, "-C", str(tree), "--json", "--limit", str(page), "--offset", str(len(hits))],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace", timeout=600)
+        try:
+            data = json.loads(p.stdout) if p.returncode == 0 else None
+        except ValueError:
+            data = None
+        if data is None:
+            err = (p.stderr or p.stdout).strip().splitlines()[-1:] or [f"exit {p.returncode}"]
+            err = err[0]
+            break
+        got = data.get("hits") if isinstance(data, dict) else data
+        hits.extend(got)
+        if len(got) < page or any(h["path"] in gold for h in got) or not isinstance(data, dict):
+            break
+    if err is not None and not hits:
+        res["bm25_error"] = err
     else:
         files = []
         for h in hits:
@@ -177,17 +208,25 @@ def gold_cell(r):
     return f"not fail-to-pass (before {b.get('status')}, after {a.get('status')}: {short(a.get('error') or a.get('failure') or b.get('error') or b.get('failure'), 60)})"
 
 
+def matches_cell(r):
+    """Does the failure before the fix show the issue's error (bench's `matches_issue`)?
+    `-` when the issue reports no error type (nothing to match) or no test was run."""
+    if not r or r.get("status") != "scored" or r.get("matches_issue") is None:
+        return "-"
+    return "yes" if r["matches_issue"] else "no"
+
+
 def keyfree_cells(r):
     if not r:
-        return ["not run", "", ""]
+        return ["not run", "", "", "-"]
     built = bool(r.get("test_files") or r.get("test_patch"))
     claimed = r.get("claimed") or ""
     if r["status"] == "invalid":
-        return [f"case invalid: {short(r.get('reason'), 60)}", claimed, "-"]
+        return [f"case invalid: {short(r.get('reason'), 60)}", claimed, "-", "-"]
     if r["status"] == "adapter_error":
-        return [f"no: {short(r.get('reason'), 60)}", claimed, "no"]
+        return [f"no: {short(r.get('reason'), 60)}", claimed, "no", "-"]
     why = "" if built else f" ({short(r.get('reason'), 60)})"
-    return ["yes" if built else f"no{why}", claimed, "yes" if r["fail_to_pass"] else "no"]
+    return ["yes" if built else f"no{why}", claimed, "yes" if r["fail_to_pass"] else "no", matches_cell(r) if built else "-"]
 
 
 def rank_cell(res, key):
@@ -199,16 +238,30 @@ def rank_cell(res, key):
     return str(r) if r else "-"
 
 
+def secs_cell(res, key="localize_secs"):
+    s = (res or {}).get(key)
+    return f"{s:.2f}" if s is not None else "-"
+
+
+def matched(runs, cases):
+    """(failures that match the issue, tests judged against an issue that reports an error)."""
+    rs = [runs.get(c["id"]) for c in cases]
+    judged = [r for r in rs if r and r.get("status") == "scored" and r.get("matches_issue") is not None
+              and (r.get("test_files") or r.get("test_patch"))]
+    return sum(1 for r in judged if r["matches_issue"]), len(judged)
+
+
 def table(cases, gold, keyfree, loc, meta):
     rows = [
-        "| case | gold test | key-free built | key-free claimed | key-free fail-to-pass | localize rank | BM25 rank |",
-        "|---|---|---|---|---|---|---|",
+        "| case | gold test | key-free built | key-free claimed | key-free fail-to-pass | key-free matches issue | localize rank | BM25 rank | localize wall s | localize CPU s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in cases:
         cid = c["id"]
         kf = keyfree_cells(keyfree.get(cid))
         rows.append("| " + " | ".join(cell(x) for x in [cid, gold_cell(gold.get(cid)), *kf, rank_cell(loc.get(cid, {}), "localize"),
-                                                         rank_cell(loc.get(cid, {}), "bm25")]) + " |")
+                                                         rank_cell(loc.get(cid, {}), "bm25"), secs_cell(loc.get(cid)),
+                                                         secs_cell(loc.get(cid), "localize_cpu_secs")]) + " |")
     n = len(cases)
     g_ok = sum(1 for c in cases if (gold.get(c["id"]) or {}).get("fail_to_pass"))
     g_inv = sum(1 for c in cases if (gold.get(c["id"]) or {}).get("status") == "invalid")
@@ -226,8 +279,22 @@ def table(cases, gold, keyfree, loc, meta):
     lines.append(f"- gold test fail-to-pass: {g_ok}/{n} (invalid: {g_inv})")
     lines.append(f"- key-free: built a test {built}/{n}, claimed reproduced {len(claimed)}/{n}, confirmed fail-to-pass {confirmed}/{n}")
     lines.append(f"- key-free claimed reproduced but NOT fail-to-pass: {len(claimed_not)}" + (f" ({', '.join(claimed_not)})" if claimed_not else ""))
+    km, kj = matched(keyfree, cases)
+    gm, gj = matched(gold, cases)
+    lines.append(f"- failure before the fix matches the issue (of the tests run whose issue reports an error type): key-free {km}/{kj}, gold test {gm}/{gj}")
     for k in (1, 5, 10):
         lines.append(f"- gold file in top {k}: localize {topk('localize', k)}/{n}, BM25 {topk('bm25', k)}/{n}")
+    runs = max([(loc.get(c["id"]) or {}).get("localize_runs", 1) for c in cases] or [1])
+    for repo in sorted({c["id"].split("__")[0] for c in cases}):
+        parts = []
+        for key, what in (("localize_secs", "wall"), ("localize_cpu_secs", "CPU")):
+            ts = [((loc.get(c["id"]) or {}).get(key), c["id"]) for c in cases if c["id"].split("__")[0] == repo]
+            ts = [(t, cid) for t, cid in ts if t is not None]
+            if ts:
+                slow = max(ts)
+                parts.append(f"{what} slowest {slow[0]:.2f} s ({slow[1]}), {sum(1 for t, _ in ts if t < 1.0)}/{len(ts)} under 1 s")
+        if parts:
+            lines.append(f"- localize time on {repo} (median of {runs} runs): " + "; ".join(parts))
     lines.append("")
     lines.append(meta)
     return "\n".join(lines) + "\n"
@@ -243,6 +310,7 @@ def main(argv):
     ap.add_argument("--skip-bench", action="store_true", help="localization only")
     ap.add_argument("--skip-localize", action="store_true", help="bench runs only")
     ap.add_argument("--reuse", action="store_true", help="reuse OUTDIR/<adapter>/run.json of an earlier run")
+    ap.add_argument("--timing-runs", type=int, default=3, help="localize runs per case whose median time is reported")
     a = ap.parse_args(argv)
     binary = a.binary.resolve()
     if not os.access(binary, os.X_OK):
@@ -277,7 +345,7 @@ def main(argv):
         for c in cases:
             t = time.time()
             try:
-                loc[c["id"]] = localize(binary, c, outdir)
+                loc[c["id"]] = localize(binary, c, outdir, a.timing_runs)
             except (RuntimeError, OSError, subprocess.CalledProcessError) as e:
                 loc[c["id"]] = {"error": str(e)}
             r = loc[c["id"]]

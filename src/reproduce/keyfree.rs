@@ -138,6 +138,35 @@ fn expected_failure(facts: &IssueFacts, snippet: &Snippet) -> Option<Expected> {
     })
 }
 
+/// The test stage 3 builds, with what it must fail with and what it was built from.
+struct Built {
+    test: synth::TestFile,
+    expected: Expected,
+    inputs: Vec<String>,
+    lang: Lang,
+}
+
+/// The line the probe prints before the modules it found.
+const PROBE_MARK: &str = "reproagent-modules:";
+
+/// Which of `candidates` (a free name and the attributes the snippet reads from it)
+/// import in the sandbox's Python and have every one of those attributes or submodules.
+/// Run where the test runs, so it is the environment's answer (a virtualenv, a Docker
+/// image), not the host's. A probe that fails finds nothing.
+async fn probe_modules(sb: &dyn sandbox::Sandbox, candidates: &[(String, Vec<String>)]) -> Vec<String> {
+    let script = format!(
+        "import importlib, importlib.util, sys\nfound = []\nfor arg in sys.argv[1:]:\n    name, _, attrs = arg.partition(':')\n    try:\n        if importlib.util.find_spec(name) is None:\n            continue\n        m = importlib.import_module(name)\n    except BaseException:\n        continue\n    def has(a):\n        if hasattr(m, a):\n            return True\n        try:\n            return importlib.util.find_spec(name + '.' + a) is not None\n        except BaseException:\n            return False\n    if all(has(a) for a in attrs.split(',') if a):\n        found.append(name)\nprint()\nprint('{PROBE_MARK}', ' '.join(found))\n"
+    );
+    let mut argv = vec!["python3".to_string(), "-c".to_string(), script];
+    argv.extend(candidates.iter().map(|(n, attrs)| format!("{n}:{}", attrs.join(","))));
+    let req =
+        sandbox::ExecRequest::new(argv).timeout(std::time::Duration::from_secs(60)).env("PYTHONDONTWRITEBYTECODE", "1");
+    let Ok(out) = sb.exec(&req).await else { return Vec::new() };
+    let Some(line) = out.stdout.lines().rev().find_map(|l| l.strip_prefix(PROBE_MARK)) else { return Vec::new() };
+    let asked: Vec<&str> = candidates.iter().map(|(n, _)| n.as_str()).collect();
+    line.split_whitespace().filter(|n| asked.contains(n)).map(str::to_string).collect()
+}
+
 /// A tool call's arguments as the record keeps them.
 fn json_args(path: &str) -> String {
     serde_json::json!({ "path": path }).to_string()
@@ -296,71 +325,80 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
     let suspects: Vec<String> = loc_art.locations.iter().map(|l| l.file.clone()).collect();
     let conv = super::conventions::conventions(&req.root, &suspects);
     let multi = if langs.contains(&Lang::Python) { super::multifile::plan(&req.issue_text) } else { Ok(None) };
-    let (test, expected, inputs, lang) = match multi {
-        Err(why) => {
-            let o = not_reproduced(&run, why);
-            return finish(&mut run, &mut record, o, Some(&loc_art), Some(&cause), None, None);
-        }
+    // The test from a snippet of the issue, given the names found importable in the
+    // environment (none before the sandbox is open; see `probe_modules`).
+    let from_snippet = |snippet: &Snippet, modules: &[String]| -> Result<Built, String> {
+        // The snippet's body: missing names, set-up order, the assertion the prose implies
+        // (or the error it wants back); or the reason no honest test can be built from it.
+        let (snippet, decided) =
+            super::body::prepare(snippet, &facts, &req.issue_text, Some(&graph), &req.root, modules)?;
+        let expected = decided.or_else(|| expected_failure(&facts, &snippet)).ok_or_else(|| {
+            "the issue shows code but neither the error it gives nor an assertion: no failure to check the test against"
+                .to_string()
+        })?;
+        let test =
+            synth::build(&req.root, &conv, &snippet, stem, &title, Some((&expected.kind, expected.message.as_deref())));
+        Ok(Built { test, expected, inputs: vec![snippet.code.clone()], lang: snippet.lang })
+    };
+    let mut found_snippet = None;
+    let built = match multi {
+        Err(why) => Err(why),
         // An example in several files: written out and run as the issue runs it.
         Ok(Some(p)) => {
             let fixture = super::multifile::pytester_fixture(&req.root);
             let test = super::multifile::build(&req.root, &conv, &p, fixture, stem, &title);
             let inputs = p.files.iter().map(|f| format!("# {}\n{}", f.name, f.text)).collect();
-            (test, p.expected, inputs, Lang::Python)
+            Ok(Built { test, expected: p.expected, inputs, lang: Lang::Python })
         }
-        Ok(None) => {
-            let Some(snippet) = synth::find_snippet(&facts, &req.issue_text, &langs) else {
-                let why = if facts.exceptions.is_empty() {
-                    "the issue carries neither runnable code nor an error to expect: key-free mode has nothing to build a test from (a model can: --model NAME)"
-                } else {
-                    "the issue reports an error but shows no code that triggers it: key-free mode has nothing to run (a model can: --model NAME)"
-                };
-                let o = not_reproduced(&run, why);
-                return finish(&mut run, &mut record, o, Some(&loc_art), Some(&cause), None, None);
-            };
-            // The snippet's body: missing names, set-up order, the assertion the prose implies;
-            // or the reason no honest test can be built from it.
-            let snippet = match super::body::prepare(&snippet, &facts, &req.issue_text, Some(&graph), &req.root) {
-                Ok(s) => s,
-                Err(why) => {
-                    let o = not_reproduced(&run, why);
-                    return finish(&mut run, &mut record, o, Some(&loc_art), Some(&cause), None, None);
-                }
-            };
-            let Some(expected) = expected_failure(&facts, &snippet) else {
-                let o = not_reproduced(&run, "the issue shows code but neither the error it gives nor an assertion: no failure to check the test against");
-                return finish(&mut run, &mut record, o, Some(&loc_art), Some(&cause), None, None);
-            };
-            let test = synth::build(
-                &req.root,
-                &conv,
-                &snippet,
-                stem,
-                &title,
-                Some((&expected.kind, expected.message.as_deref())),
-            );
-            (test, expected, vec![snippet.code.clone()], snippet.lang)
+        Ok(None) => match synth::find_snippet(&facts, &req.issue_text, &langs) {
+            None => Err(if facts.exceptions.is_empty() {
+                "the issue carries neither runnable code nor an error to expect: key-free mode has nothing to build a test from (a model can: --model NAME)"
+            } else {
+                "the issue reports an error but shows no code that triggers it: key-free mode has nothing to run (a model can: --model NAME)"
+            }
+            .to_string()),
+            Some(snippet) => {
+                let b = from_snippet(&snippet, &[]);
+                found_snippet = Some(snippet);
+                b
+            }
+        },
+    };
+    let mut built = match built {
+        Ok(b) => b,
+        Err(why) => {
+            let o = not_reproduced(&run, why);
+            return finish(&mut run, &mut record, o, Some(&loc_art), Some(&cause), None, None);
         }
     };
-    let command = crate::sandbox::runners::command_line(
-        crate::sandbox::runners::Framework::parse_name(test.framework)
-            .unwrap_or(crate::sandbox::runners::Framework::Custom),
-        &test.path,
-        test.test.as_deref(),
-        &test.code,
-        None,
-        &crate::sandbox::runners::Layout::of(&req.root),
-    );
-    let plan = TestPlan {
-        framework: test.framework.into(),
-        test_path: test.path.clone(),
-        command: command.clone(),
-        environment: vec![format!("the repository's {} environment", lang.name())],
-        inputs,
-        expected: expected.clone(),
+    // Free names still unresolved that the code uses as modules: looked up where the test
+    // runs, once the sandbox is open.
+    let candidates = match (&found_snippet, built.lang) {
+        (Some(_), Lang::Python) => super::body::module_candidates(&built.inputs[0]),
+        _ => Vec::new(),
     };
+    let plan_of = |b: &Built| {
+        let command = crate::sandbox::runners::command_line(
+            crate::sandbox::runners::Framework::parse_name(b.test.framework)
+                .unwrap_or(crate::sandbox::runners::Framework::Custom),
+            &b.test.path,
+            b.test.test.as_deref(),
+            &b.test.code,
+            None,
+            &crate::sandbox::runners::Layout::of(&req.root),
+        );
+        TestPlan {
+            framework: b.test.framework.into(),
+            test_path: b.test.path.clone(),
+            command,
+            environment: vec![format!("the repository's {} environment", b.lang.name())],
+            inputs: b.inputs.clone(),
+            expected: b.expected.clone(),
+        }
+    };
+    let mut plan = plan_of(&built);
     run.write("test_plan.json", &plan)?;
-    run.write_text(test.path.rsplit('/').next().unwrap_or("test"), &test.code)?;
+    run.write_text(built.test.path.rsplit('/').next().unwrap_or("test"), &built.test.code)?;
     run.stage_done("test_plan");
 
     // Stage 4: run it in the sandbox and review the result.
@@ -375,10 +413,44 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
     record.environment = Some((*environment).clone());
     let config = req.sandbox_config(environment);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let opened = match rt.block_on(sandbox::open(req.sandbox, config)) {
+        Ok(o) => o,
+        Err(e) => {
+            let o = Outcome { status: Status::Error, ..not_reproduced(&run, format!("the sandbox failed: {e}")) };
+            return finish(&mut run, &mut record, o, Some(&loc_art), Some(&cause), Some(&plan), None);
+        }
+    };
+    let (sb, why_sandbox) = (opened.sandbox, opened.reason);
+    // The names the issue, the repository and convention left unresolved, looked up in the
+    // environment the test runs in (the virtualenv, or the Docker image's Python): the
+    // host's interpreter may not be that one.
+    if let (Some(snippet), false) = (&found_snippet, candidates.is_empty()) {
+        let probe_started = std::time::Instant::now();
+        let names: Vec<&str> = candidates.iter().map(|(n, _)| n.as_str()).collect();
+        let modules = rt.block_on(probe_modules(sb.as_ref(), &candidates));
+        record.tool_calls.push(tool_call(
+            "generation",
+            "probe_modules",
+            serde_json::json!({ "names": names }).to_string(),
+            probe_started,
+        ));
+        if !modules.is_empty() {
+            if let Ok(b) = from_snippet(snippet, &modules) {
+                record.notes.push(format!(
+                    "imported from the environment the test runs in: {}",
+                    modules.iter().map(|m| format!("`import {m}`")).collect::<Vec<_>>().join(", ")
+                ));
+                built = b;
+                plan = plan_of(&built);
+                run.write("test_plan.json", &plan)?;
+                run.write_text(built.test.path.rsplit('/').next().unwrap_or("test"), &built.test.code)?;
+            }
+        }
+    }
+    let (test, expected) = (&built.test, &built.expected);
+    let command = plan.command.clone();
     let test_started = std::time::Instant::now();
     let result = rt.block_on(async {
-        let opened = sandbox::open(req.sandbox, config).await?;
-        let sb = opened.sandbox;
         let r = async {
             sb.write_file(&test.path, test.code.as_bytes()).await?;
             run_test(
@@ -396,9 +468,9 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
         }
         .await;
         let _ = sb.close().await;
-        r.map(|res| (res, opened.reason))
+        r
     });
-    let (result, why_sandbox) = match result {
+    let result = match result {
         Ok(x) => x,
         Err(e) => {
             let o = Outcome { status: Status::Error, ..not_reproduced(&run, format!("the sandbox failed: {e}")) };
@@ -407,7 +479,7 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
     };
     record.sandbox = why_sandbox;
     record.tool_calls.push(tool_call("generation", "run_test", json_args(&test.path), test_started));
-    let reviews = review(&result, &expected);
+    let reviews = review(&result, expected);
     let accepted = reviews.iter().all(|r| r.passed);
     // The first line of the message: enough to name the failure in a summary.
     let failure = result

@@ -1,8 +1,10 @@
 //! The key-free mode on issues written the way people write them: code that leaves out
 //! its imports, set-up that must run before an import, a result the prose says is wrong,
 //! a test class pasted without fences with pytest's `E` lines, and the issues it must
-//! refuse (the error shown is the old behaviour; the example spans two files). Each
-//! reproduced test is run again after the fix and must pass there.
+//! refuse (the error shown is the old behaviour and the prose does not say what happens
+//! today; the example spans two files); an error the issue wants back (it used to be
+//! raised) asserted raised; a package only the test's environment has. Each reproduced
+//! test is run again after the fix and must pass there.
 
 use std::path::Path;
 
@@ -136,13 +138,152 @@ fn a_test_class_without_fences_and_pytest_e_lines_are_read() {
     reproduced_and_fixed(&[("textkit/__init__.py", TEXTKIT_BUGGY)], ("textkit/__init__.py", TEXTKIT_FIXED), issue);
 }
 
+const BOUNDS_LAX: &str = "class Span:\n    def __init__(self, lo, hi):\n        self.lo, self.hi = lo, hi\n";
+const BOUNDS_STRICT: &str = "class Span:\n    def __init__(self, lo, hi):\n        if lo > hi:\n            raise ValueError('lo must not exceed hi')\n        self.lo, self.hi = lo, hi\n";
+
 #[test]
-fn an_issue_showing_the_old_right_error_is_refused_not_inverted() {
-    let repo = tree(&[("measure/__init__.py", MEASURE_INIT), ("measure/core.py", MEASURE_FIXED)]);
-    let issue = "Negative spans are accepted now\n\nIn 3.1.0 this raised `ValueError`, which is what we relied on. Since 3.2.0 it passes silently.\n\n```python\nfrom measure import Span\nSpan(5, 2)\n```\n\n```\nValueError: lo must not exceed hi\n```\n";
+fn an_issue_showing_the_old_right_error_asserts_it_comes_back() {
+    // The error is what 3.1.0 did, rightly; today the call passes silently. The test must
+    // fail today because nothing is raised, and pass once the error is back: not expect
+    // the error today (inverted), not refuse (the direction is clear).
+    let issue = "Reversed spans are accepted again\n\nWith measure 3.1.0, `Span(5, 2)` raised a `ValueError`, as the docs promise. Since 3.2.0 the same call passes silently and the span has a negative width.\n\n```python\nfrom measure import Span\nSpan(5, 2)\n```\n\nWhat 3.1.0 printed:\n\n```\nTraceback (most recent call last):\n  File \"<stdin>\", line 1, in <module>\nValueError: lo must not exceed hi\n```\n";
+    let o = reproduced_and_fixed(
+        &[("measure/__init__.py", MEASURE_INIT), ("measure/core.py", BOUNDS_LAX)],
+        ("measure/core.py", BOUNDS_STRICT),
+        issue,
+    );
+    assert!(o.failure.as_deref().unwrap_or("").starts_with("AssertionError: ValueError not raised"), "{:?}", o.failure);
+    assert!(o.test_code.unwrap().contains("except _wanted:"));
+    // An error the prose says should be raised, named only in the prose, with the call
+    // that passes silently today: the same shape, from a session.
+    let issue = "Span accepts reversed bounds\n\n>>> from measure import Span\n>>> Span(9, 1).lo\n9\n\nThis should raise `ValueError`, but it is accepted silently.\n";
+    let o = reproduced_and_fixed(
+        &[("measure/__init__.py", MEASURE_INIT), ("measure/core.py", BOUNDS_LAX)],
+        ("measure/core.py", BOUNDS_STRICT),
+        issue,
+    );
+    assert!(o.failure.as_deref().unwrap_or("").starts_with("AssertionError: ValueError not raised"), "{:?}", o.failure);
+}
+
+const GRID_OPEN: &str =
+    "class Grid:\n    def __init__(self, size):\n        self.size = size\n        self.cells = []\n";
+const GRID_SLOTS: &str =
+    "class Grid:\n    __slots__ = ('size',)\n\n    def __init__(self, size):\n        self.size = size\n";
+
+#[test]
+fn a_session_showing_the_old_error_before_a_check_that_holds_expects_the_error() {
+    // The session shows the old error in the middle (expected with pytest.raises, as any
+    // context traceback) and the prose says it changed: that expectation is the right
+    // way round, and today it fails because nothing is raised.
+    let issue = "Grid instances grew a cells attribute\n\nIn release 4.2.0 grids had no `cells` attribute:\n\n```python\n>>> from grid import Grid\n>>> Grid(2).cells\nTraceback (most recent call last):\n  File \"<stdin>\", line 1, in <module>\nAttributeError: 'Grid' object has no attribute 'cells'\n>>> Grid(2).size\n2\n```\n\nThis changed in 4.3, where `Grid(2).cells` is an empty list and can be assigned to.\n";
+    let o = reproduced_and_fixed(&[("grid/__init__.py", GRID_OPEN)], ("grid/__init__.py", GRID_SLOTS), issue);
+    assert!(o.failure.as_deref().unwrap_or("").starts_with("Failed: DID NOT RAISE"), "{:?}", o.failure);
+    assert!(o.test_code.unwrap().contains("with pytest.raises(AttributeError):\n        Grid(2).cells\n"));
+}
+
+#[test]
+fn an_issue_showing_only_the_old_error_is_refused_not_inverted() {
+    // In the past tense, and nothing said about today: which way would the test point?
+    let repo = tree(&[("measure/__init__.py", MEASURE_INIT), ("measure/core.py", BOUNDS_LAX)]);
+    let issue = "Reversed spans\n\nIn 3.1.0 this raised `ValueError`, which is what we relied on.\n\n```python\nfrom measure import Span\nSpan(5, 2)\n```\n\n```\nValueError: lo must not exceed hi\n```\n";
     let o = keyfree_run(repo.path(), issue);
     assert_eq!(o.status, Status::NotReproduced);
-    assert!(o.reason.contains("used to have"), "{}", o.reason);
+    assert!(o.reason.contains("used to have") && o.reason.contains("inverted"), "{}", o.reason);
+    // Today's error after something that "used to work" is today's failure: expected as is.
+    let repo = tree(&[("measure/__init__.py", MEASURE_INIT), ("measure/core.py", MEASURE_BUGGY)]);
+    let issue = "width broke\n\nThis used to work in 2.0. Since 2.1 it raises:\n\n```python\nfrom measure import Span\nSpan(1, 4).width()\n```\n\n```\nIndexError: list index out of range\n```\n";
+    let o = keyfree_run(repo.path(), issue);
+    assert_eq!(o.status, Status::Reproduced, "{}", o.reason);
+    assert!(o.failure.unwrap().starts_with("IndexError"));
+}
+
+/// A virtualenv (Debian's Python with its system packages, so pytest) holding one
+/// package the repository neither has nor imports: `tinyarray`. Made once per test
+/// binary under `CARGO_TARGET_TMPDIR`, without the network.
+fn venv_with_tinyarray() -> &'static Path {
+    static VENV: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    VENV.get_or_init(|| {
+        let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("reproagent-keyfree-env-v1");
+        let venv = root.join("venv");
+        if root.join("ready").exists() {
+            return venv;
+        }
+        let _ = std::fs::remove_dir_all(&root);
+        let out = std::process::Command::new("/usr/bin/python3")
+            .args(["-m", "venv", "--system-site-packages"])
+            .arg(&venv)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "venv: {}", String::from_utf8_lossy(&out.stderr));
+        let site = std::fs::read_dir(venv.join("lib"))
+            .unwrap()
+            .map(|e| e.unwrap().path().join("site-packages"))
+            .find(|p| p.is_dir())
+            .unwrap();
+        std::fs::create_dir_all(site.join("tinyarray")).unwrap();
+        std::fs::write(site.join("tinyarray/__init__.py"), "def ones(n):\n    return [1.0] * n\n").unwrap();
+        std::fs::write(root.join("ready"), "").unwrap();
+        venv
+    })
+}
+
+const GAUGE_BUGGY: &str =
+    "def scale(values, factor):\n    return [values[i + 1] * factor for i in range(len(values))]\n";
+const GAUGE_FIXED: &str = "def scale(values, factor):\n    return [v * factor for v in values]\n";
+
+#[test]
+fn a_package_only_the_environment_has_is_imported_from_there() {
+    let venv = venv_with_tinyarray();
+    let issue = "scale runs off the end\n\n```python\nfrom gauge.core import scale\nscale(tinyarray.ones(3), 2)\n```\n\n```\nIndexError: list index out of range\n```\n";
+    let files = [("gauge/__init__.py", ""), ("gauge/core.py", GAUGE_BUGGY)];
+    let run_with = |python: Option<&Path>, issue: &str| {
+        let repo = tree(&files);
+        index_with(repo.path(), 2, false);
+        let mut req = keyfree_request(repo.path(), &repo.path().join("issue-7.md"), issue);
+        req.env.python = python.map(Path::to_path_buf);
+        (keyfree::run(&req).unwrap(), repo)
+    };
+    // In the virtualenv the test runs in, `tinyarray` imports and has `ones`: imported.
+    let (o, repo) = run_with(Some(venv), issue);
+    assert_eq!(o.status, Status::Reproduced, "{}\n{}", o.reason, o.test_code.as_deref().unwrap_or(""));
+    let code = o.test_code.clone().unwrap();
+    assert!(code.contains("import tinyarray\n"), "{code}");
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(Path::new(&o.run_dir).join("run.json")).unwrap()).unwrap();
+    assert!(record["notes"].to_string().contains("`import tinyarray`"), "{record}");
+    drop(repo);
+    // The same test passes after the fix, in the same environment.
+    let fixed = tree(&[("gauge/__init__.py", ""), ("gauge/core.py", GAUGE_FIXED)]);
+    let opts = reproagent::sandbox::env::EnvOptions { python: Some(venv.to_path_buf()), ..Default::default() };
+    let env = std::sync::Arc::new(reproagent::sandbox::env::resolve(fixed.path(), &opts).unwrap());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let status = rt.block_on(async {
+        let config = reproagent::sandbox::SandboxConfig::new(fixed.path(), "none").with_env(Some(env), &opts);
+        let sb = reproagent::sandbox::open(reproagent::sandbox::Choice::Local, config).await.unwrap().sandbox;
+        let path = o.test_path.clone().unwrap();
+        sb.write_file(&path, code.as_bytes()).await.unwrap();
+        let args = reproagent::sandbox::tools::RunTestArgs {
+            file: path,
+            test: None,
+            framework: Some("pytest".into()),
+            command: None,
+            timeout_secs: 120,
+        };
+        let r = reproagent::sandbox::tools::run_test(sb.as_ref(), fixed.path(), &args).await.unwrap();
+        sb.close().await.unwrap();
+        r.status
+    });
+    assert_eq!(status, TestStatus::Passed, "must pass after the fix:\n{code}");
+    // Where the test runs without it (the system's Python), nothing imports it: the
+    // NameError is a set-up error and nothing is claimed. The host is not asked.
+    let (o, _repo) = run_with(Some(Path::new("/usr/bin/python3")), issue);
+    assert_eq!(o.status, Status::NotReproduced);
+    assert!(!o.test_code.unwrap().contains("import tinyarray"));
+    assert!(o.reason.contains("set-up"), "{}", o.reason);
+    // A name used with an attribute the module lacks is not taken for it.
+    let (o, _repo) = run_with(Some(venv), &issue.replace("tinyarray.ones(3)", "tinyarray.zeros(3)"));
+    assert_eq!(o.status, Status::NotReproduced);
+    assert!(!o.test_code.unwrap().contains("import tinyarray"));
 }
 
 #[test]
