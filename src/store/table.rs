@@ -1,6 +1,6 @@
 //! The graph's file: one immutable sorted table of Cozo's key-value pairs.
 //!
-//! Layout: `MAGIC` | blocks | block index | footer. A block holds about 16 KiB of pairs
+//! Layout: `MAGIC` | blocks | block index | footer. A block holds about 64 KiB of pairs
 //! in key order, each key stored as the length it shares with the key before it in the
 //! block and the rest (Cozo's keys repeat a relation prefix and readable ids, so most of
 //! a key is shared), compressed with LZ4 and followed by the CRC-32 of the compressed
@@ -511,12 +511,12 @@ mod tests {
     #[test]
     fn a_table_gives_back_its_pairs_by_key_and_by_range() {
         let dir = tempfile::tempdir().unwrap();
-        let p = pairs(5000);
+        let p = pairs(60000);
         let t = write(&dir.path().join("t"), &p);
         assert!(t.blocks().len() > 3, "{} blocks", t.blocks().len());
         t.verify().unwrap();
         assert_eq!(t.all(), p);
-        for i in [0, 1, 777, 4999] {
+        for i in [0, 1, 777, 4999, 59999] {
             assert_eq!(t.get(&p[i].0).unwrap(), Some(p[i].1.clone()));
         }
         assert_eq!(t.get(b"rel\0django/db/models/query.py:QuerySet.m000001x").unwrap(), None);
@@ -535,7 +535,7 @@ mod tests {
     #[test]
     fn copied_blocks_and_new_pairs_make_one_table() {
         let dir = tempfile::tempdir().unwrap();
-        let p = pairs(3000);
+        let p = pairs(30000);
         let t = write(&dir.path().join("t"), &p);
         let mut w = TableWriter::create(&dir.path().join("u")).unwrap();
         w.add(b"a", b"first").unwrap();
