@@ -79,11 +79,7 @@ impl GraphStorage {
     }
 }
 
-fn merge_into(
-    base: &Arc<Table>,
-    writes: &BTreeMap<Vec<u8>, Option<Vec<u8>>>,
-    tmp: &Path,
-) -> Result<(), TableError> {
+fn merge_into(base: &Arc<Table>, writes: &BTreeMap<Vec<u8>, Option<Vec<u8>>>, tmp: &Path) -> Result<(), TableError> {
     let mut w = TableWriter::create(tmp)?;
     let mut over = writes.iter().peekable();
     for (i, b) in base.blocks().iter().enumerate() {
@@ -326,7 +322,8 @@ mod tests {
     fn a_commit_equals_the_changes_applied_to_a_model_and_readers_keep_their_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("graph.db");
-        let mut model: BTreeMap<Vec<u8>, Vec<u8>> = (0..4000).map(|i| (key(i * 2), vec![b'v'; (i % 13) as usize])).collect();
+        let mut model: BTreeMap<Vec<u8>, Vec<u8>> =
+            (0..4000).map(|i| (key(i * 2), vec![b'v'; (i % 13) as usize])).collect();
         let mut w = TableWriter::create(&path).unwrap();
         for (k, v) in &model {
             w.add(k, v).unwrap();

@@ -317,13 +317,15 @@ fn to_tuples(
 /// The rows of one relation as Cozo tuples.
 fn tuples_of(rel: &str, rows: &Rows, facts: &[(String, Vec<u8>)], meta: &[(String, String)]) -> Vec<Vec<DataValue>> {
     match rel {
-        "file" => rows.file
+        "file" => rows
+            .file
             .iter()
             .map(|(p, (l, h, n, t, e))| {
                 vec![s(p), s(l), s(h), DataValue::from(*n), DataValue::Bool(*t), DataValue::from(*e)]
             })
             .collect(),
-        "entity" => rows.entity
+        "entity" => rows
+            .entity
             .iter()
             .map(|(id, e)| {
                 vec![
@@ -340,13 +342,17 @@ fn tuples_of(rel: &str, rows: &Rows, facts: &[(String, Vec<u8>)], meta: &[(Strin
             })
             .collect(),
         "contains" => rows.contains.iter().map(|(p, c)| vec![s(p), s(c)]).collect(),
-        "calls" => rows.calls
+        "calls" => rows
+            .calls
             .iter()
             .map(|((a, b, l), (h, c))| vec![s(a), s(b), DataValue::from(*l), s(h), DataValue::from(*c)])
             .collect(),
         "call_site" => rows.call_site.iter().map(|(c, l, n, r)| vec![s(c), DataValue::from(*l), s(n), s(r)]).collect(),
-        "unresolved" => rows.unresolved.iter().map(|(n, c, l, r)| vec![s(n), s(c), DataValue::from(*l), s(r)]).collect(),
-        "imports" => rows.imports
+        "unresolved" => {
+            rows.unresolved.iter().map(|(n, c, l, r)| vec![s(n), s(c), DataValue::from(*l), s(r)]).collect()
+        }
+        "imports" => rows
+            .imports
             .iter()
             .map(|((f, l, m, n), (a, t))| vec![s(f), DataValue::from(*l), s(m), s(n), s(a), opt(t)])
             .collect(),

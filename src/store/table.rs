@@ -109,7 +109,10 @@ fn get_varint(buf: &[u8], pos: &mut usize) -> Result<u64, TableError> {
 }
 
 fn get_bytes<'a>(buf: &'a [u8], pos: &mut usize, n: u64) -> Result<&'a [u8], TableError> {
-    let end = pos.checked_add(n as usize).filter(|e| *e <= buf.len()).ok_or_else(|| damaged("a block ends inside a key or value"))?;
+    let end = pos
+        .checked_add(n as usize)
+        .filter(|e| *e <= buf.len())
+        .ok_or_else(|| damaged("a block ends inside a key or value"))?;
     let s = &buf[*pos..end];
     *pos = end;
     Ok(s)
@@ -386,10 +389,9 @@ impl TableWriter {
 
     fn check_order(&self, key: &[u8]) -> Result<(), TableError> {
         match &self.last {
-            Some(l) if l.as_slice() >= key => Err(damaged(format!(
-                "{}: pairs written out of order (a store bug)",
-                self.path.display()
-            ))),
+            Some(l) if l.as_slice() >= key => {
+                Err(damaged(format!("{}: pairs written out of order (a store bug)", self.path.display())))
+            }
             _ => Ok(()),
         }
     }

@@ -113,7 +113,8 @@ fn an_update_writes_a_new_file_while_a_reader_keeps_the_old_one() {
     index_with(root, 2, true);
     let reader = store::open(&store::db_path(root)).unwrap();
     let before = reader.export("entity").unwrap().rows.len();
-    let file = std::fs::read_dir(root).unwrap().flatten().map(|e| e.path()).find(|p| p.extension().is_some_and(|e| e == "py"));
+    let file =
+        std::fs::read_dir(root).unwrap().flatten().map(|e| e.path()).find(|p| p.extension().is_some_and(|e| e == "py"));
     let target = file.unwrap_or_else(|| {
         let p = root.join("added.py");
         std::fs::write(&p, "").unwrap();
