@@ -175,11 +175,14 @@ impl GraphTx<'_> {
     }
 }
 
+/// A transaction's puts (`Some`) and deletes (`None`) in a key range.
+type Changes<'a> = std::collections::btree_map::Range<'a, Vec<u8>, Option<Vec<u8>>>;
+
 /// The table's pairs with the transaction's own changes laid over them.
 struct Merged<'a> {
     tx_path: &'a Path,
     base: std::iter::Peekable<TableIter>,
-    over: Option<std::iter::Peekable<std::collections::btree_map::Range<'a, Vec<u8>, Option<Vec<u8>>>>>,
+    over: Option<std::iter::Peekable<Changes<'a>>>,
 }
 
 impl Iterator for Merged<'_> {

@@ -446,7 +446,7 @@ fn write_table(
     let mem = Db::new(staging.clone()).map_err(db_err)?;
     mem.initialize().map_err(db_err)?;
     mem.run_script(&schema_script(), BTreeMap::new(), ScriptMutability::Mutable).map_err(db_err)?;
-    let scan = |lower: &[u8], upper: &[u8]| -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+    let scan = |lower: &[u8], upper: &[u8]| -> Result<Vec<table::Pair>, StoreError> {
         let tx = staging.transact(false).map_err(db_err)?;
         let pairs = tx.range_scan(lower, upper).collect::<Result<Vec<_>, _>>().map_err(db_err);
         pairs

@@ -70,7 +70,10 @@ pub struct BlockRef {
 }
 
 /// A decoded block: its pairs in key order.
-pub type Pairs = Arc<Vec<(Vec<u8>, Vec<u8>)>>;
+/// A key and its value.
+pub type Pair = (Vec<u8>, Vec<u8>);
+/// A decoded block's pairs, shared with the cache.
+pub type Pairs = Arc<Vec<Pair>>;
 
 #[derive(Default)]
 struct Cache {
@@ -195,7 +198,7 @@ impl Table {
         Ok(raw)
     }
 
-    fn decode(&self, i: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>, TableError> {
+    fn decode(&self, i: usize) -> Result<Vec<Pair>, TableError> {
         let raw = self.raw_block(i)?;
         let b = &self.blocks[i];
         let data = lz4_flex::decompress_size_prepended(&raw[..b.len as usize])
@@ -337,7 +340,7 @@ impl Iterator for TableIter {
                     }
                 }
             }
-            let pairs = self.pairs.as_ref().expect("loaded above");
+            let Some(pairs) = self.pairs.as_ref() else { continue };
             if let Some((k, v)) = pairs.get(self.pos) {
                 if self.upper.as_ref().is_some_and(|u| k.as_slice() >= u.as_slice()) {
                     self.done = true;
