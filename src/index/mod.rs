@@ -279,7 +279,7 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
         }
     };
     let (existing, old_facts) = match existing {
-        Some(s) => match s.load_facts() {
+        Some(s) => match s.verify().and_then(|_| s.load_facts()) {
             Ok(f) => (Some(s), f),
             Err(e @ StoreError::Damaged { .. }) => {
                 rebuilt_because = Some(e.to_string());

@@ -81,7 +81,9 @@ pub fn schema() -> (Schema, Fields) {
     let code = |stored: bool| {
         let idx = TextFieldIndexing::default()
             .set_tokenizer(CODE_TOKENIZER)
-            .set_index_option(IndexRecordOption::WithFreqsAndPositions);
+            // BM25 needs term frequencies; no query is a phrase, so no positions are kept
+            // (they were a third of the index).
+            .set_index_option(IndexRecordOption::WithFreqs);
         let o = TextOptions::default().set_indexing_options(idx);
         if stored {
             o.set_stored()

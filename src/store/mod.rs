@@ -1,21 +1,28 @@
 //! The store: the only module that writes Datalog or opens the database.
 //!
-//! A full build loads every relation in bulk into an in-memory Cozo database that
-//! already has its indices, backs it up to a new sqlite file beside the live one and
-//! renames it into place: a run killed half-way leaves the previous index untouched.
-//! An incremental run writes only the rows that changed, as one transaction.
-//! The index format version is stored in the database; an index of another version is
-//! rebuilt by `index` and refused by every reader, never misread.
+//! The graph is Cozo over our own storage engine (`engine`): one immutable file of
+//! sorted, prefix-compressed, LZ4-compressed blocks (`table`). A full build loads one
+//! relation at a time into an in-memory Cozo that has its indices, streams its pairs
+//! into a new file beside the live one and drops them, then renames the file into
+//! place: a run killed half-way leaves the previous index untouched. An incremental run
+//! writes only the rows that changed, as one transaction, whose commit writes a new file
+//! the same way. The index format version is stored in the database; an index of
+//! another version is rebuilt by `index` and refused by every reader, never misread.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use cozo::{DataValue, DbInstance, NamedRows, ScriptMutability};
+use cozo::{DataValue, Db, MemStorage, NamedRows, ScriptMutability, Storage, StoreTx};
 use thiserror::Error;
 
 pub mod bounded;
+pub mod engine;
 pub mod rows;
+pub mod table;
 pub(crate) mod text;
+
+use engine::GraphStorage;
+use table::{TableError, TableWriter};
 
 use crate::extract::FileFacts;
 use rows::Rows;
@@ -23,11 +30,8 @@ use rows::Rows;
 /// Bump when the stored relations, their meaning, the resolver's output or the keyword
 /// index's schema change. 2: the keyword index. 4: bounded ids, facts say when truncated.
 /// 6: a return by name binds `->` (factories' returned functions, `return self`).
-pub const FORMAT_VERSION: u32 = 6;
-
-/// The engine. Only [`open`] and [`create_fresh`] name it: past one machine, Cozo's
-/// RocksDB or TiKV storage slots in here.
-const ENGINE: &str = "sqlite";
+/// 7: our own table engine instead of Cozo's SQLite engine (same relations and rows).
+pub const FORMAT_VERSION: u32 = 7;
 
 #[derive(Debug, Error)]
 pub enum StoreError {
@@ -185,36 +189,40 @@ pub fn remove_dead_temps(dir: &Path) -> usize {
 
 /// An open index.
 pub struct Store {
-    db: DbInstance,
+    db: Db<GraphStorage>,
+    storage: GraphStorage,
     path: PathBuf,
 }
 
-/// Is this a whole SQLite file? The header's magic, then its page size times the page
-/// count it records against the file's length: a truncated file is shorter (the count is
-/// valid when its "version-valid-for" field equals the change counter, as every SQLite
-/// since 3.7.0 writes it).
-fn check_sqlite(path: &Path) -> Result<(), StoreError> {
+/// Where relations' pairs begin: Cozo's own catalog (relation 0) comes before.
+const DATA_START: [u8; 8] = 1u64.to_be_bytes();
+/// Past every pair: no key starts with relation number 2^64-1.
+const DATA_END: [u8; 9] = [0xff; 9];
+
+/// Was this file written by reproagent 6 or older, on Cozo's SQLite engine?
+fn is_old_sqlite(path: &Path) -> bool {
     use std::io::Read;
-    let mut head = [0u8; 100];
-    let mut f = std::fs::File::open(path)?;
-    let len = f.metadata()?.len();
-    let n = f.read(&mut head)?;
-    if n < 100 || &head[..16] != b"SQLite format 3\0" {
-        return Err(StoreError::Foreign(path.to_path_buf()));
+    let mut head = [0u8; 16];
+    std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head)).is_ok() && &head == b"SQLite format 3\0"
+}
+
+fn table_error(path: &Path, e: TableError) -> StoreError {
+    match e {
+        TableError::Foreign => StoreError::Foreign(path.to_path_buf()),
+        TableError::Damaged(why) => StoreError::Damaged { path: path.to_path_buf(), why },
+        TableError::Io(e) => StoreError::Io(e),
     }
-    let be32 = |o: usize| u32::from_be_bytes([head[o], head[o + 1], head[o + 2], head[o + 3]]);
-    let page = match u16::from_be_bytes([head[16], head[17]]) {
-        1 => 65536u64,
-        p => u64::from(p),
-    };
-    let pages = u64::from(be32(28));
-    if be32(24) == be32(92) && pages > 0 && len < page * pages {
-        return Err(StoreError::Damaged {
-            path: path.to_path_buf(),
-            why: format!("truncated: {len} bytes, its header says {pages} pages of {page}"),
-        });
-    }
-    Ok(())
+}
+
+/// A Cozo error while reading: the engine's "is damaged" errors become `Damaged`.
+fn read_err(path: &Path, e: cozo::Error) -> StoreError {
+    damage(path, &e).unwrap_or_else(|| StoreError::Db(format_cozo_error(&e)))
+}
+
+fn damage(path: &Path, e: &cozo::Error) -> Option<StoreError> {
+    let msg = format_cozo_error(e);
+    let (_, why) = msg.split_once(" is damaged: ")?;
+    Some(StoreError::Damaged { path: path.to_path_buf(), why: crate::extract::truncate(why.to_string(), 200) })
 }
 
 /// Run `f`, turning a panic inside the engine (a damaged file it reads) into `Damaged`.
@@ -238,11 +246,19 @@ pub fn open(path: &Path) -> Result<Store, StoreError> {
     if !path.exists() {
         return Err(StoreError::Missing(path.to_path_buf()));
     }
-    check_sqlite(path)?;
+    if is_old_sqlite(path) {
+        return Err(StoreError::Version { path: path.to_path_buf(), found: "6 or older (Cozo on SQLite)".into() });
+    }
+    let storage = GraphStorage::open(path).map_err(|e| table_error(path, e))?;
     guarded(path, || {
-        let db = DbInstance::new(ENGINE, path, "").map_err(|_| StoreError::Foreign(path.to_path_buf()))?;
-        let store = Store { db, path: path.to_path_buf() };
-        let version = store.meta("format_version").map_err(|_| StoreError::Foreign(path.to_path_buf()))?;
+        let db = Db::new(storage.clone()).map_err(|e| read_err(path, e))?;
+        db.initialize().map_err(|e| read_err(path, e))?;
+        let store = Store { db, storage, path: path.to_path_buf() };
+        let version = match store.meta("format_version") {
+            Ok(v) => v,
+            Err(e @ StoreError::Damaged { .. }) => return Err(e),
+            Err(_) => return Err(StoreError::Foreign(path.to_path_buf())),
+        };
         match version {
             Some(v) if v == FORMAT_VERSION.to_string() => {
                 // Written by another build: its rows may come from other rules. Same format, so
@@ -255,6 +271,10 @@ pub fn open(path: &Path) -> Result<Store, StoreError> {
     })
 }
 
+/// Every relation followed by its indices: Cozo numbers relations (and indices, which
+/// are relations) in the order they are made and prefixes their keys with that number,
+/// so a relation's pairs and its indices' come after every earlier relation's, which is
+/// what lets `write_full` stream one relation at a time into the sorted file.
 fn schema_script() -> String {
     let mut s = String::new();
     for (name, keys, vals) in RELATIONS.iter().chain(INTERNAL) {
@@ -263,9 +283,9 @@ fn schema_script() -> String {
         } else {
             s.push_str(&format!("{{:create {name} {{{keys} => {vals}}}}}\n"));
         }
-    }
-    for (name, cols) in INDICES {
-        s.push_str(&format!("{{::index create {name} {{{cols}}}}}\n"));
+        for (index, cols) in INDICES.iter().filter(|(i, _)| i.split(':').next() == Some(name)) {
+            s.push_str(&format!("{{::index create {index} {{{cols}}}}}\n"));
+        }
     }
     s
 }
@@ -291,19 +311,21 @@ fn to_tuples(
     facts: &[(String, Vec<u8>)],
     meta: &[(String, String)],
 ) -> BTreeMap<&'static str, Vec<Vec<DataValue>>> {
-    let mut m: BTreeMap<&'static str, Vec<Vec<DataValue>>> = BTreeMap::new();
-    m.insert(
-        "file",
-        rows.file
+    RELATIONS.iter().chain(INTERNAL).map(|(rel, _, _)| (*rel, tuples_of(rel, rows, facts, meta))).collect()
+}
+
+/// The rows of one relation as Cozo tuples.
+fn tuples_of(rel: &str, rows: &Rows, facts: &[(String, Vec<u8>)], meta: &[(String, String)]) -> Vec<Vec<DataValue>> {
+    match rel {
+        "file" => rows
+            .file
             .iter()
             .map(|(p, (l, h, n, t, e))| {
                 vec![s(p), s(l), s(h), DataValue::from(*n), DataValue::Bool(*t), DataValue::from(*e)]
             })
             .collect(),
-    );
-    m.insert(
-        "entity",
-        rows.entity
+        "entity" => rows
+            .entity
             .iter()
             .map(|(id, e)| {
                 vec![
@@ -319,35 +341,27 @@ fn to_tuples(
                 ]
             })
             .collect(),
-    );
-    m.insert("contains", rows.contains.iter().map(|(p, c)| vec![s(p), s(c)]).collect());
-    m.insert(
-        "calls",
-        rows.calls
+        "contains" => rows.contains.iter().map(|(p, c)| vec![s(p), s(c)]).collect(),
+        "calls" => rows
+            .calls
             .iter()
             .map(|((a, b, l), (h, c))| vec![s(a), s(b), DataValue::from(*l), s(h), DataValue::from(*c)])
             .collect(),
-    );
-    m.insert(
-        "call_site",
-        rows.call_site.iter().map(|(c, l, n, r)| vec![s(c), DataValue::from(*l), s(n), s(r)]).collect(),
-    );
-    m.insert(
-        "unresolved",
-        rows.unresolved.iter().map(|(n, c, l, r)| vec![s(n), s(c), DataValue::from(*l), s(r)]).collect(),
-    );
-    m.insert(
-        "imports",
-        rows.imports
+        "call_site" => rows.call_site.iter().map(|(c, l, n, r)| vec![s(c), DataValue::from(*l), s(n), s(r)]).collect(),
+        "unresolved" => {
+            rows.unresolved.iter().map(|(n, c, l, r)| vec![s(n), s(c), DataValue::from(*l), s(r)]).collect()
+        }
+        "imports" => rows
+            .imports
             .iter()
             .map(|((f, l, m, n), (a, t))| vec![s(f), DataValue::from(*l), s(m), s(n), s(a), opt(t)])
             .collect(),
-    );
-    m.insert("inherits", rows.inherits.iter().map(|((c, n), b)| vec![s(c), s(n), opt(b)]).collect());
-    m.insert("test_of", rows.test_of.iter().map(|(t, x)| vec![s(t), s(x)]).collect());
-    m.insert("index_facts", facts.iter().map(|(p, d)| vec![s(p), DataValue::Bytes(d.clone())]).collect());
-    m.insert("index_meta", meta.iter().map(|(k, v)| vec![s(k), s(v)]).collect());
-    m
+        "inherits" => rows.inherits.iter().map(|((c, n), b)| vec![s(c), s(n), opt(b)]).collect(),
+        "test_of" => rows.test_of.iter().map(|(t, x)| vec![s(t), s(x)]).collect(),
+        "index_facts" => facts.iter().map(|(p, d)| vec![s(p), DataValue::Bytes(d.clone())]).collect(),
+        "index_meta" => meta.iter().map(|(k, v)| vec![s(k), s(v)]).collect(),
+        _ => Vec::new(),
+    }
 }
 
 fn headers(rel: &str) -> Vec<&'static str> {
@@ -393,6 +407,10 @@ fn meta_rows(root: &Path, digest: &str, counts: &crate::resolve::Counts) -> Vec<
 }
 
 /// Write a whole new index at `path`, atomically replacing any previous one.
+///
+/// One relation at a time is imported into an in-memory Cozo (which writes its indices
+/// too), its pairs streamed into the new file and then dropped: memory holds one
+/// relation's pairs, not the graph's.
 pub fn write_full(
     path: &Path,
     root: &Path,
@@ -403,24 +421,63 @@ pub fn write_full(
 ) -> Result<(), StoreError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
-    let mem = DbInstance::new("mem", "", "").map_err(db_err)?;
-    mem.run_script(&schema_script(), BTreeMap::new(), ScriptMutability::Mutable).map_err(db_err)?;
-    let tuples = to_tuples(rows, facts, &meta_rows(root, digest, counts));
-    let data: BTreeMap<String, NamedRows> =
-        tuples.into_iter().map(|(rel, rows)| (rel.to_string(), named(&headers(rel), rows))).collect();
-    mem.import_relations(data).map_err(db_err)?;
     remove_dead_temps(dir);
     let tmp = dir.join(format!("graph.db.tmp-{}", std::process::id()));
     // An earlier run of this process that failed half-way.
     if std::fs::symlink_metadata(&tmp).is_ok() {
         std::fs::remove_file(&tmp)?;
     }
-    let result = guarded(&tmp, || mem.backup_db(&tmp).map_err(db_err));
-    if let Err(e) = result {
+    let result = write_table(&tmp, root, rows, facts, digest, counts).and_then(|_| Ok(engine::install(&tmp, path)?));
+    if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
-        return Err(e);
     }
-    std::fs::rename(&tmp, path)?;
+    result
+}
+
+fn write_table(
+    tmp: &Path,
+    root: &Path,
+    rows: &Rows,
+    facts: &[(String, Vec<u8>)],
+    digest: &str,
+    counts: &crate::resolve::Counts,
+) -> Result<(), StoreError> {
+    let staging = MemStorage::default();
+    let mem = Db::new(staging.clone()).map_err(db_err)?;
+    mem.initialize().map_err(db_err)?;
+    mem.run_script(&schema_script(), BTreeMap::new(), ScriptMutability::Mutable).map_err(db_err)?;
+    let scan = |lower: &[u8], upper: &[u8]| -> Result<Vec<table::Pair>, StoreError> {
+        let tx = staging.transact(false).map_err(db_err)?;
+        let pairs = tx.range_scan(lower, upper).collect::<Result<Vec<_>, _>>().map_err(db_err);
+        pairs
+    };
+    let catalog = scan(&[], &DATA_START)?;
+    let werr = |e: TableError| table_error(tmp, e);
+    let mut w = TableWriter::create(tmp).map_err(werr)?;
+    for (k, v) in &catalog {
+        w.add(k, v).map_err(werr)?;
+    }
+    let meta = meta_rows(root, digest, counts);
+    for (rel, _, _) in RELATIONS.iter().chain(INTERNAL) {
+        let tuples = tuples_of(rel, rows, facts, &meta);
+        let mut data = BTreeMap::new();
+        data.insert(rel.to_string(), named(&headers(rel), tuples));
+        mem.import_relations(data).map_err(db_err)?;
+        {
+            let tx = staging.transact(false).map_err(db_err)?;
+            for pair in tx.range_scan(&DATA_START, &DATA_END) {
+                let (k, v) = pair.map_err(db_err)?;
+                w.add(&k, &v).map_err(werr)?;
+            }
+        }
+        let mut tx = staging.transact(true).map_err(db_err)?;
+        tx.del_range_from_persisted(&DATA_START, &DATA_END).map_err(db_err)?;
+        tx.commit().map_err(db_err)?;
+    }
+    if scan(&[], &DATA_START)? != catalog {
+        return Err(StoreError::Db("the catalog changed while relations were written (a store bug)".into()));
+    }
+    w.finish().map_err(werr)?;
     Ok(())
 }
 
@@ -537,7 +594,25 @@ impl Store {
         let mut data = diff.data;
         let meta = meta_rows(root, digest, counts).into_iter().map(|(k, v)| vec![s(&k), s(&v)]).collect();
         data.insert("index_meta".into(), named(&["key", "value"], meta));
-        self.db.import_relations(data).map_err(db_err)
+        guarded(&self.path, || self.db.import_relations(data).map_err(|e| read_err(&self.path, e)))
+    }
+
+    /// Set one `index_meta` row (tests use it to fake an index of another format).
+    pub fn put_meta(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        let mut data = BTreeMap::new();
+        data.insert("index_meta".to_string(), named(&["key", "value"], vec![vec![s(key), s(value)]]));
+        self.db.import_relations(data).map_err(|e| read_err(&self.path, e))
+    }
+
+    /// Check every block of the file against its checksum: an incremental run checks
+    /// the file before it builds on it, so a damaged one is rebuilt, not copied on.
+    pub fn verify(&self) -> Result<(), StoreError> {
+        self.storage.table().check_sums().map_err(|e| table_error(&self.path, e))
+    }
+
+    /// The graph file's size in bytes.
+    pub fn file_len(&self) -> u64 {
+        std::fs::metadata(&self.path).map(|m| m.len()).unwrap_or(0)
     }
 
     /// Was this index written by this very version of reproagent? An incremental update
@@ -553,7 +628,7 @@ impl Store {
         let r = self
             .db
             .run_script("?[v] := *index_meta{key: $k, value: v}", params, ScriptMutability::Immutable)
-            .map_err(db_err)?;
+            .map_err(|e| read_err(&self.path, e))?;
         Ok(r.rows.first().and_then(|row| row.first()).and_then(|v| v.get_str()).map(str::to_string))
     }
 
@@ -562,7 +637,7 @@ impl Store {
         let r = guarded(&self.path, || {
             self.db
                 .run_script("?[path, data] := *index_facts{path, data}", BTreeMap::new(), ScriptMutability::Immutable)
-                .map_err(db_err)
+                .map_err(|e| read_err(&self.path, e))
         })?;
         // Decoding is most of the cost: spread it over the threads.
         use rayon::prelude::*;
@@ -620,7 +695,9 @@ impl Store {
         let mut params = BTreeMap::new();
         params.insert("ids".to_string(), DataValue::List(ids.iter().map(|i| s(i)).collect()));
         params.insert("min".to_string(), DataValue::from(min));
-        self.db.run_script(script, params, ScriptMutability::Immutable).map_err(db_err)
+        guarded(&self.path, || {
+            self.db.run_script(script, params, ScriptMutability::Immutable).map_err(|e| read_err(&self.path, e))
+        })
     }
 
     /// Run a read-only script. Writes are refused by Cozo itself; an error says where in
@@ -631,6 +708,9 @@ impl Store {
 
     fn query_unguarded(&self, script: &str, params: BTreeMap<String, DataValue>) -> Result<NamedRows, StoreError> {
         self.db.run_script(script, params, ScriptMutability::Immutable).map_err(|e| {
+            if let Some(err) = damage(&self.path, &e) {
+                return err;
+            }
             let msg = format_query_error(&e, script);
             if msg.contains("read-only") {
                 StoreError::Db(format!("refused, queries are read-only: {msg}"))

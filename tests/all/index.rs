@@ -173,12 +173,7 @@ fn a_missing_root_is_a_clear_error() {
 }
 
 fn set_meta(root: &Path, key: &str, value: &str) {
-    let db = cozo::DbInstance::new("sqlite", store::db_path(root), "").unwrap();
-    let mut p = std::collections::BTreeMap::new();
-    p.insert("k".to_string(), cozo::DataValue::from(key));
-    p.insert("v".to_string(), cozo::DataValue::from(value));
-    db.run_script("?[key, value] <- [[$k, $v]] :put index_meta {key => value}", p, cozo::ScriptMutability::Mutable)
-        .unwrap();
+    store::open(&store::db_path(root)).unwrap().put_meta(key, value).unwrap();
 }
 
 #[test]

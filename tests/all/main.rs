@@ -25,5 +25,6 @@ mod resolution;
 mod sandbox;
 mod sandbox_copy;
 mod search;
+mod store;
 mod support;
 mod tools;

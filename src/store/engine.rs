@@ -1,0 +1,365 @@
+//! Cozo's storage engine for the graph: one immutable table file (see `table`).
+//!
+//! Readers take a snapshot of the open table and never lock. A write transaction keeps
+//! its puts and deletes in memory; its commit writes a new table beside the old one,
+//! the old table's untouched blocks copied as they are, renames it over the old one and
+//! swaps it in. A killed commit leaves the old file whole (and a `graph.db.tmp-PID` that
+//! `remove_dead_temps` removes). Readers in other processes keep the file they opened.
+//! Writers are serialized by a lock here and across processes by the index lock.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use cozo::{decode_tuple_from_kv, DataValue, Storage, StoreTx, ValidityTs};
+use miette::{miette, Result};
+
+use super::table::{Table, TableError, TableIter, TableWriter};
+
+type Tuple = Vec<DataValue>;
+
+struct Inner {
+    path: PathBuf,
+    table: RwLock<Arc<Table>>,
+    writer: Mutex<()>,
+}
+
+/// The graph's storage: cheap to clone, all clones share the open table.
+#[derive(Clone)]
+pub struct GraphStorage(Arc<Inner>);
+
+/// A table error as Cozo carries it: the message names the file and says it is damaged,
+/// which the store turns back into `StoreError::Damaged`.
+pub fn table_err(path: &Path, e: TableError) -> miette::Error {
+    match e {
+        TableError::Io(e) => miette!("{}: {e}", path.display()),
+        e => miette!("{} is damaged: {e}", path.display()),
+    }
+}
+
+/// Write a table file at `tmp`, fsync it, and rename it over `path`, fsyncing the
+/// directory so the rename survives a crash.
+pub fn install(tmp: &Path, path: &Path) -> std::io::Result<()> {
+    std::fs::rename(tmp, path)?;
+    if let Some(dir) = path.parent() {
+        if let Ok(d) = std::fs::File::open(if dir.as_os_str().is_empty() { Path::new(".") } else { dir }) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(())
+}
+
+impl GraphStorage {
+    pub fn open(path: &Path) -> Result<GraphStorage, TableError> {
+        let table = Table::open(path)?;
+        Ok(GraphStorage(Arc::new(Inner {
+            path: path.to_path_buf(),
+            table: RwLock::new(Arc::new(table)),
+            writer: Mutex::new(()),
+        })))
+    }
+
+    pub fn table(&self) -> Arc<Table> {
+        self.0.table.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Write `base` with `writes` applied (None deletes) as a new file and swap it in.
+    fn merge(&self, base: &Arc<Table>, writes: &BTreeMap<Vec<u8>, Option<Vec<u8>>>) -> Result<(), TableError> {
+        let path = &self.0.path;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let tmp = dir.join(format!("graph.db.tmp-{}", std::process::id()));
+        let result = merge_into(base, writes, &tmp).and_then(|_| install(&tmp, path).map_err(TableError::Io));
+        if let Err(e) = result {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+        let fresh = Table::open(path)?;
+        *self.0.table.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(fresh);
+        Ok(())
+    }
+}
+
+fn merge_into(base: &Arc<Table>, writes: &BTreeMap<Vec<u8>, Option<Vec<u8>>>, tmp: &Path) -> Result<(), TableError> {
+    let mut w = TableWriter::create(tmp)?;
+    let mut over = writes.iter().peekable();
+    for (i, b) in base.blocks().iter().enumerate() {
+        while let Some((k, v)) = over.next_if(|(k, _)| k.as_slice() < b.first.as_slice()) {
+            if let Some(v) = v {
+                w.add(k, v)?;
+            }
+        }
+        if over.peek().is_none_or(|(k, _)| k.as_slice() > b.last.as_slice()) {
+            w.copy_block(&base.raw_block(i)?, b)?;
+            continue;
+        }
+        let pairs = base.block(i)?;
+        let mut old = pairs.iter().peekable();
+        loop {
+            let o = old.peek().copied();
+            let n = over.peek().copied().filter(|(k, _)| k.as_slice() <= b.last.as_slice());
+            match (o, n) {
+                (None, None) => break,
+                (Some((ko, vo)), Some((kn, _))) if ko < kn => {
+                    w.add(ko, vo)?;
+                    old.next();
+                }
+                (Some((ko, vo)), None) => {
+                    w.add(ko, vo)?;
+                    old.next();
+                }
+                (o, Some((kn, vn))) => {
+                    // The transaction's change replaces the old pair of the same key.
+                    if o.is_some_and(|(ko, _)| ko == kn) {
+                        old.next();
+                    }
+                    if let Some(v) = vn {
+                        w.add(kn, v)?;
+                    }
+                    over.next();
+                }
+            }
+        }
+    }
+    for (k, v) in over {
+        if let Some(v) = v {
+            w.add(k, v)?;
+        }
+    }
+    w.finish()?;
+    Ok(())
+}
+
+impl<'s> Storage<'s> for GraphStorage {
+    type Tx = GraphTx<'s>;
+
+    fn storage_kind(&self) -> &'static str {
+        "reproagent-table"
+    }
+
+    fn transact(&'s self, write: bool) -> Result<Self::Tx> {
+        // A writer takes the lock before its snapshot: it sees every earlier commit.
+        let guard = write.then(|| self.0.writer.lock().unwrap_or_else(|e| e.into_inner()));
+        Ok(GraphTx { storage: self, table: self.table(), writes: write.then(BTreeMap::new), _guard: guard })
+    }
+
+    fn range_compact(&'s self, _lower: &[u8], _upper: &[u8]) -> Result<()> {
+        Ok(())
+    }
+
+    fn batch_put<'a>(&'a self, _data: Box<dyn Iterator<Item = Result<(Vec<u8>, Vec<u8>)>> + 'a>) -> Result<()> {
+        Err(miette!("the graph store takes writes through transactions only"))
+    }
+}
+
+pub struct GraphTx<'s> {
+    storage: &'s GraphStorage,
+    table: Arc<Table>,
+    /// A write transaction's changes: `None` deletes.
+    writes: Option<BTreeMap<Vec<u8>, Option<Vec<u8>>>>,
+    _guard: Option<MutexGuard<'s, ()>>,
+}
+
+impl GraphTx<'_> {
+    fn err(&self, e: TableError) -> miette::Error {
+        table_err(&self.storage.0.path, e)
+    }
+
+    fn writes(&mut self) -> Result<&mut BTreeMap<Vec<u8>, Option<Vec<u8>>>> {
+        self.writes.as_mut().ok_or_else(|| miette!("write in a read transaction"))
+    }
+
+    fn merged<'a>(&'a self, lower: &[u8], upper: &[u8]) -> Merged<'a> {
+        let base = self.table.range(lower, Some(upper)).peekable();
+        let over = self.writes.as_ref().map(|w| w.range(lower.to_vec()..upper.to_vec()).peekable());
+        Merged { tx_path: &self.storage.0.path, base, over }
+    }
+}
+
+/// A transaction's puts (`Some`) and deletes (`None`) in a key range.
+type Changes<'a> = std::collections::btree_map::Range<'a, Vec<u8>, Option<Vec<u8>>>;
+
+/// The table's pairs with the transaction's own changes laid over them.
+struct Merged<'a> {
+    tx_path: &'a Path,
+    base: std::iter::Peekable<TableIter>,
+    over: Option<std::iter::Peekable<Changes<'a>>>,
+}
+
+impl Iterator for Merged<'_> {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let Some(over) = self.over.as_mut() else {
+                return self.base.next().map(|r| r.map_err(|e| table_err(self.tx_path, e)));
+            };
+            // 0: the table's pair comes first; 1: the change's; 2: the change replaces it.
+            let which = match (self.base.peek(), over.peek()) {
+                (_, None) | (Some(Err(_)), _) => 0,
+                (None, Some(_)) => 1,
+                (Some(Ok((kb, _))), Some((ko, _))) => match kb.as_slice().cmp(ko.as_slice()) {
+                    std::cmp::Ordering::Less => 0,
+                    std::cmp::Ordering::Greater => 1,
+                    std::cmp::Ordering::Equal => 2,
+                },
+            };
+            if which == 0 {
+                return self.base.next().map(|r| r.map_err(|e| table_err(self.tx_path, e)));
+            }
+            if which == 2 {
+                self.base.next();
+            }
+            let (k, v) = over.next()?;
+            if let Some(v) = v {
+                return Some(Ok((k.clone(), v.clone())));
+            }
+        }
+    }
+}
+
+impl<'s> StoreTx<'s> for GraphTx<'s> {
+    fn get(&self, key: &[u8], _for_update: bool) -> Result<Option<Vec<u8>>> {
+        if let Some(v) = self.writes.as_ref().and_then(|w| w.get(key)) {
+            return Ok(v.clone());
+        }
+        self.table.get(key).map_err(|e| self.err(e))
+    }
+
+    fn put(&mut self, key: &[u8], val: &[u8]) -> Result<()> {
+        self.writes()?.insert(key.to_vec(), Some(val.to_vec()));
+        Ok(())
+    }
+
+    fn supports_par_put(&self) -> bool {
+        false
+    }
+
+    fn del(&mut self, key: &[u8]) -> Result<()> {
+        self.writes()?.insert(key.to_vec(), None);
+        Ok(())
+    }
+
+    fn del_range_from_persisted(&mut self, lower: &[u8], upper: &[u8]) -> Result<()> {
+        let keys: Vec<Vec<u8>> = self
+            .table
+            .range(lower, Some(upper))
+            .map(|r| r.map(|(k, _)| k))
+            .collect::<Result<_, _>>()
+            .map_err(|e| self.err(e))?;
+        let w = self.writes()?;
+        for k in keys {
+            w.entry(k).or_insert(None);
+        }
+        Ok(())
+    }
+
+    fn exists(&self, key: &[u8], for_update: bool) -> Result<bool> {
+        Ok(self.get(key, for_update)?.is_some())
+    }
+
+    fn commit(&mut self) -> Result<()> {
+        let Some(writes) = self.writes.as_mut() else { return Ok(()) };
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let writes = std::mem::take(writes);
+        self.storage.merge(&self.table, &writes).map_err(|e| table_err(&self.storage.0.path, e))?;
+        self.table = self.storage.table();
+        Ok(())
+    }
+
+    fn range_skip_scan_tuple<'a>(
+        &'a self,
+        _lower: &[u8],
+        _upper: &[u8],
+        _valid_at: ValidityTs,
+    ) -> Box<dyn Iterator<Item = Result<Tuple>> + 'a> {
+        Box::new(std::iter::once(Err(miette!(
+            "time travel (`@` validity queries) is not supported by reproagent's graph store: the graph keeps no history"
+        ))))
+    }
+
+    fn range_scan<'a>(&'a self, lower: &[u8], upper: &[u8]) -> Box<dyn Iterator<Item = Result<(Vec<u8>, Vec<u8>)>> + 'a>
+    where
+        's: 'a,
+    {
+        Box::new(self.merged(lower, upper))
+    }
+
+    fn range_scan_tuple<'a>(&'a self, lower: &[u8], upper: &[u8]) -> Box<dyn Iterator<Item = Result<Tuple>> + 'a>
+    where
+        's: 'a,
+    {
+        Box::new(self.merged(lower, upper).map(|r| r.map(|(k, v)| decode_tuple_from_kv(&k, &v, None))))
+    }
+
+    fn range_count<'a>(&'a self, lower: &[u8], upper: &[u8]) -> Result<usize>
+    where
+        's: 'a,
+    {
+        let mut n = 0;
+        for r in self.merged(lower, upper) {
+            r?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn total_scan<'a>(&'a self) -> Box<dyn Iterator<Item = Result<(Vec<u8>, Vec<u8>)>> + 'a>
+    where
+        's: 'a,
+    {
+        Box::new(self.merged(&[], &[0xff; 16]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(i: u32) -> Vec<u8> {
+        format!("k{i:05}").into_bytes()
+    }
+
+    #[test]
+    fn a_commit_equals_the_changes_applied_to_a_model_and_readers_keep_their_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("graph.db");
+        let mut model: BTreeMap<Vec<u8>, Vec<u8>> =
+            (0..4000).map(|i| (key(i * 2), vec![b'v'; (i % 13) as usize])).collect();
+        let mut w = TableWriter::create(&path).unwrap();
+        for (k, v) in &model {
+            w.add(k, v).unwrap();
+        }
+        w.finish().unwrap();
+        let storage = GraphStorage::open(&path).unwrap();
+        let reader = storage.transact(false).unwrap();
+        let before: Vec<_> = reader.range_scan(&[], &[0xff]).map(Result::unwrap).collect();
+        // Deletes, overwrites and inserts spread over the table (and past its ends).
+        let mut tx = storage.transact(true).unwrap();
+        for i in (0..8200).step_by(37) {
+            let k = key(i);
+            if i % 3 == 0 {
+                tx.del(&k).unwrap();
+                model.remove(&k);
+            } else {
+                tx.put(&k, b"new").unwrap();
+                model.insert(k, b"new".to_vec());
+            }
+        }
+        tx.del_range_from_persisted(&key(100), &key(140)).unwrap();
+        model.retain(|k, _| !(k.as_slice() >= key(100).as_slice() && k.as_slice() < key(140).as_slice()));
+        let seen: Vec<_> = tx.range_scan(&[], &[0xff]).map(Result::unwrap).collect();
+        assert_eq!(seen, model.clone().into_iter().collect::<Vec<_>>(), "a transaction reads its own writes");
+        tx.commit().unwrap();
+        drop(tx);
+        let after: Vec<_> = storage.transact(false).unwrap().range_scan(&[], &[0xff]).map(Result::unwrap).collect();
+        assert_eq!(after, model.into_iter().collect::<Vec<_>>());
+        // The reader that began before the commit still reads what it began with.
+        let again: Vec<_> = reader.range_scan(&[], &[0xff]).map(Result::unwrap).collect();
+        assert_eq!(again, before);
+        storage.table().verify().unwrap();
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("graph.db")], "no temp file is left");
+    }
+}
