@@ -82,16 +82,25 @@ impl GraphStorage {
 fn merge_into(base: &Arc<Table>, writes: &BTreeMap<Vec<u8>, Option<Vec<u8>>>, tmp: &Path) -> Result<(), TableError> {
     let mut w = TableWriter::create(tmp)?;
     let mut over = writes.iter().peekable();
+    // Untouched blocks waiting to be copied as they are, in one go.
+    let mut run = 0..0;
     for (i, b) in base.blocks().iter().enumerate() {
-        while let Some((k, v)) = over.next_if(|(k, _)| k.as_slice() < b.first.as_slice()) {
-            if let Some(v) = v {
-                w.add(k, v)?;
+        if over.peek().is_some_and(|(k, _)| k.as_slice() < b.first.as_slice()) {
+            w.copy_blocks(base, std::mem::replace(&mut run, i..i))?;
+            while let Some((k, v)) = over.next_if(|(k, _)| k.as_slice() < b.first.as_slice()) {
+                if let Some(v) = v {
+                    w.add(k, v)?;
+                }
             }
         }
         if over.peek().is_none_or(|(k, _)| k.as_slice() > b.last.as_slice()) {
-            w.copy_block(&base.raw_block(i)?, b)?;
+            if run.end != i {
+                w.copy_blocks(base, std::mem::replace(&mut run, i..i))?;
+            }
+            run.end = i + 1;
             continue;
         }
+        w.copy_blocks(base, std::mem::replace(&mut run, i + 1..i + 1))?;
         let pairs = base.block(i)?;
         let mut old = pairs.iter().peekable();
         loop {
@@ -120,6 +129,7 @@ fn merge_into(base: &Arc<Table>, writes: &BTreeMap<Vec<u8>, Option<Vec<u8>>>, tm
             }
         }
     }
+    w.copy_blocks(base, run)?;
     for (k, v) in over {
         if let Some(v) = v {
             w.add(k, v)?;
@@ -361,5 +371,63 @@ mod tests {
         storage.table().verify().unwrap();
         let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(left, vec![std::ffi::OsString::from("graph.db")], "no temp file is left");
+    }
+
+    #[test]
+    fn a_commit_that_touches_few_blocks_copies_the_others_as_they_are() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("graph.db");
+        let mut model: BTreeMap<Vec<u8>, Vec<u8>> =
+            (0..120_000).map(|i| (key(i * 2 + 1), format!("value {i}").into_bytes())).collect();
+        let mut w = TableWriter::create(&path).unwrap();
+        for (k, v) in &model {
+            w.add(k, v).unwrap();
+        }
+        w.finish().unwrap();
+        let storage = GraphStorage::open(&path).unwrap();
+        let blocks = storage.table().blocks().len();
+        assert!(blocks > 8, "{blocks} blocks");
+        // Before the first key, in one block in the middle, between two blocks, after the last.
+        let mut tx = storage.transact(true).unwrap();
+        let mid = storage.table().blocks()[blocks / 2].clone();
+        let next_first = storage.table().blocks()[blocks / 2 + 1].first.clone();
+        let mut changes: Vec<(Vec<u8>, Option<Vec<u8>>)> = vec![
+            (key(0), Some(b"first".to_vec())),
+            (mid.first.clone(), None),
+            (mid.last.clone(), Some(b"changed".to_vec())),
+            (key(240_002), Some(b"last".to_vec())),
+        ];
+        // A key after `mid`'s last and before the next block's first, when there is room.
+        let mut between = mid.last.clone();
+        between.push(0);
+        if between < next_first {
+            changes.push((between, Some(b"between".to_vec())));
+        }
+        for (k, v) in &changes {
+            match v {
+                Some(v) => {
+                    tx.put(k, v).unwrap();
+                    model.insert(k.clone(), v.clone());
+                }
+                None => {
+                    tx.del(k).unwrap();
+                    model.remove(k);
+                }
+            }
+        }
+        tx.commit().unwrap();
+        drop(tx);
+        let t = storage.table();
+        t.verify().unwrap();
+        let after: Vec<_> = storage.transact(false).unwrap().range_scan(&[], &[0xff]).map(Result::unwrap).collect();
+        assert_eq!(after, model.into_iter().collect::<Vec<_>>());
+        assert_eq!(t.pairs(), after.len() as u64);
+        // A second commit over the file the first one wrote (copied blocks at new offsets).
+        let mut tx = storage.transact(true).unwrap();
+        tx.put(&key(3), b"again").unwrap();
+        tx.commit().unwrap();
+        drop(tx);
+        storage.table().verify().unwrap();
+        assert_eq!(storage.transact(false).unwrap().get(&key(3), false).unwrap(), Some(b"again".to_vec()));
     }
 }

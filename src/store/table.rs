@@ -465,6 +465,41 @@ impl TableWriter {
         Ok(())
     }
 
+    /// Copy the blocks `run` of `src` as they are (compressed bytes and CRC): by the kernel
+    /// (`copy_file_range`) where they lie one after another in `src`'s file, so an
+    /// incremental commit does not read and re-write the untouched file through memory. A
+    /// damaged block stays detectable: its CRC is copied with it.
+    pub fn copy_blocks(&mut self, src: &Table, run: std::ops::Range<usize>) -> Result<(), TableError> {
+        use std::io::{Read, Seek, SeekFrom};
+        let blocks = &src.blocks[run];
+        let mut i = 0;
+        while i < blocks.len() {
+            // The longest stretch of blocks laid end to end from `i`.
+            let mut j = i + 1;
+            while j < blocks.len() && blocks[j].offset == blocks[j - 1].offset + u64::from(blocks[j - 1].len) + 4 {
+                j += 1;
+            }
+            self.close_block()?;
+            self.check_order(&blocks[i].first)?;
+            let start = blocks[i].offset;
+            let end = blocks[j - 1].offset + u64::from(blocks[j - 1].len) + 4;
+            let mut from = &src.file;
+            from.seek(SeekFrom::Start(start))?;
+            let copied = std::io::copy(&mut from.take(end - start), &mut self.out)?;
+            if copied != end - start {
+                return Err(damaged(format!("blocks {i}..{j} end before their index says ({copied} bytes)")));
+            }
+            for b in &blocks[i..j] {
+                self.blocks.push(BlockRef { offset: self.offset + (b.offset - start), ..b.clone() });
+                self.pairs += u64::from(b.count);
+            }
+            self.offset += end - start;
+            self.last = Some(blocks[j - 1].last.clone());
+            i = j;
+        }
+        Ok(())
+    }
+
     /// Write the index and footer and flush the file to disk.
     pub fn finish(mut self) -> Result<u64, TableError> {
         self.close_block()?;
