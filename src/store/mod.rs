@@ -422,16 +422,7 @@ pub fn write_full(
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
     remove_dead_temps(dir);
-    let tmp = dir.join(format!("graph.db.tmp-{}", std::process::id()));
-    // An earlier run of this process that failed half-way.
-    if std::fs::symlink_metadata(&tmp).is_ok() {
-        std::fs::remove_file(&tmp)?;
-    }
-    let result = write_table(&tmp, root, rows, facts, digest, counts).and_then(|_| Ok(engine::install(&tmp, path)?));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    engine::replace_with(path, |tmp| write_table(tmp, root, rows, facts, digest, counts))
 }
 
 fn write_table(
@@ -458,15 +449,21 @@ fn write_table(
         let pairs = tx.range_scan(lower, upper).collect::<Result<Vec<_>, _>>().map_err(db_err);
         pairs
     };
-    let catalog = scan(&staging()?.0, &[], &DATA_START)?;
     let werr = |e: TableError| table_error(tmp, e);
     let mut w = TableWriter::create(tmp).map_err(werr)?;
-    for (k, v) in &catalog {
-        w.add(k, v).map_err(werr)?;
-    }
     let meta = meta_rows(root, digest, counts);
+    // Cozo's catalog (relation 0) sorts first: written from the first staging before its
+    // import; every staging must still hold it, unchanged, after its import.
+    let mut catalog: Option<Vec<table::Pair>> = None;
     for (rel, _, _) in RELATIONS.iter().chain(INTERNAL) {
         let (storage, mem) = staging()?;
+        if catalog.is_none() {
+            let first = scan(&storage, &[], &DATA_START)?;
+            for (k, v) in &first {
+                w.add(k, v).map_err(werr)?;
+            }
+            catalog = Some(first);
+        }
         let tuples = tuples_of(rel, rows, facts, &meta);
         let mut data = BTreeMap::new();
         data.insert(rel.to_string(), named(&headers(rel), tuples));
@@ -477,9 +474,9 @@ fn write_table(
             w.add(&k, &v).map_err(werr)?;
         }
         drop(tx);
-        if scan(&storage, &[], &DATA_START)? != catalog {
+        if catalog.as_ref() != Some(&scan(&storage, &[], &DATA_START)?) {
             return Err(StoreError::Db(
-                "two in-memory Cozo instances numbered the relations apart (a store bug)".into(),
+                "the in-memory Cozo instances' catalogs differ (a store bug): relations would be misnumbered".into(),
             ));
         }
     }
@@ -614,11 +611,6 @@ impl Store {
     /// the file before it builds on it, so a damaged one is rebuilt, not copied on.
     pub fn verify(&self) -> Result<(), StoreError> {
         self.storage.table().check_sums().map_err(|e| table_error(&self.path, e))
-    }
-
-    /// The graph file's size in bytes.
-    pub fn file_len(&self) -> u64 {
-        std::fs::metadata(&self.path).map(|m| m.len()).unwrap_or(0)
     }
 
     /// Was this index written by this very version of reproagent? An incremental update

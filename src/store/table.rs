@@ -187,7 +187,7 @@ impl Table {
     }
 
     /// Block `i`'s compressed bytes with their CRC, checked, as a writer copies them.
-    pub fn raw_block(&self, i: usize) -> Result<Vec<u8>, TableError> {
+    fn raw_block(&self, i: usize) -> Result<Vec<u8>, TableError> {
         let b = &self.blocks[i];
         let mut raw = vec![0u8; b.len as usize + 4];
         self.file.read_exact_at(&mut raw, b.offset)?;
@@ -276,7 +276,8 @@ impl Table {
     }
 
     /// Read every block: checksums, key order within and across blocks, and the counts
-    /// and bounds the index gives.
+    /// and bounds the index gives (the tests' check of what a writer wrote).
+    #[cfg(test)]
     pub fn verify(&self) -> Result<(), TableError> {
         let mut prev: Option<Vec<u8>> = None;
         let mut total = 0u64;
@@ -452,19 +453,6 @@ impl TableWriter {
         Ok(())
     }
 
-    /// Copy a block of another table as it is: `raw` is its compressed bytes and CRC, as
-    /// `Table::raw_block` gives them.
-    pub fn copy_block(&mut self, raw: &[u8], b: &BlockRef) -> Result<(), TableError> {
-        self.close_block()?;
-        self.check_order(&b.first)?;
-        let offset = self.offset;
-        self.emit(raw, true)?;
-        self.blocks.push(BlockRef { offset, ..b.clone() });
-        self.last = Some(b.last.clone());
-        self.pairs += u64::from(b.count);
-        Ok(())
-    }
-
     /// Copy the blocks `run` of `src` as they are (compressed bytes and CRC): by the kernel
     /// (`copy_file_range`) where they lie one after another in `src`'s file, so an
     /// incremental commit does not read and re-write the untouched file through memory. A
@@ -579,9 +567,7 @@ mod tests {
         let t = write(&dir.path().join("t"), &p);
         let mut w = TableWriter::create(&dir.path().join("u")).unwrap();
         w.add(b"a", b"first").unwrap();
-        for (i, b) in t.blocks().iter().enumerate() {
-            w.copy_block(&t.raw_block(i).unwrap(), b).unwrap();
-        }
+        w.copy_blocks(&t, 0..t.blocks().len()).unwrap();
         assert!(w.add(&p[5].0, b"").is_err(), "a key before the last copied one is refused");
         w.add(b"z", b"last").unwrap();
         w.finish().unwrap();
