@@ -709,6 +709,9 @@ fn build_facts(
     let var_owners = owners_of(&raw_vars.iter().map(|v| v.0.start_byte()).collect::<Vec<_>>());
     let mut vars: Vec<Var> =
         raw_vars.into_iter().zip(var_owners).map(|((_, name, ty), owner)| Var { owner, name, ty }).collect();
+    if lang == Lang::Python {
+        python::inline_attr_values(&mut vars);
+    }
     vars.sort_by(|a, b| (a.owner, &a.name, &a.ty).cmp(&(b.owner, &b.name, &b.ty)));
     vars.dedup();
 

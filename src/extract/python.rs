@@ -120,9 +120,36 @@ pub(crate) type RawBinding<'t> = (Node<'t>, String, String);
 /// chained, walrus), `for` and comprehension targets, `with ... as`, `except ... as`,
 /// imports inside functions, return annotations. One walk over the tree.
 pub(crate) fn bindings<'t>(root: Node<'t>, src: &str, out: &mut Vec<RawBinding<'t>>) {
-    let mut stack = vec![(root, false)];
-    while let Some((n, in_def)) = stack.pop() {
+    // The innermost `def` around a node, if any.
+    let mut stack: Vec<(Node<'t>, Option<Node<'t>>)> = vec![(root, None)];
+    // `cls.add_to_class("objects", manager)` in a method: (the method, the call), kept
+    // until every class's setter methods are known.
+    let mut setter_calls: Vec<(Node<'t>, Node<'t>)> = Vec::new();
+    // (class node id, method name): methods that do `setattr(p0, p1, p2)` with their
+    // first three parameters.
+    let mut setters: std::collections::HashSet<(usize, String)> = std::collections::HashSet::new();
+    while let Some((n, def)) = stack.pop() {
+        let in_def = def.is_some();
         match n.kind() {
+            // `class Model(metaclass=ModelBase)`: the class's metaclass, as `@metaclass`.
+            "class_definition" => {
+                if let Some(sup) = n.child_by_field_name("superclasses") {
+                    let mut c = sup.walk();
+                    for a in sup.named_children(&mut c) {
+                        let is_meta = a.kind() == "keyword_argument"
+                            && a.child_by_field_name("name").is_some_and(|k| text(k, src) == "metaclass");
+                        let v = a.child_by_field_name("value").map(|v| value_of(v, src)).unwrap_or_default();
+                        if is_meta && v.starts_with("A:") {
+                            out.push((a, "@metaclass".into(), v));
+                        }
+                    }
+                }
+            }
+            "call" if in_def => {
+                if let Some(d) = def {
+                    set_attr_call(n, d, src, out, &mut setter_calls, &mut setters);
+                }
+            }
             "function_definition" => {
                 if let Some(ps) = n.child_by_field_name("parameters") {
                     parameters(ps, src, out);
@@ -216,11 +243,164 @@ pub(crate) fn bindings<'t>(root: Node<'t>, src: &str, out: &mut Vec<RawBinding<'
             }
             _ => {}
         }
-        let in_def = in_def || n.kind() == "function_definition";
+        let def = if n.kind() == "function_definition" { Some(n) } else { def };
         let mut c = n.walk();
         for ch in n.named_children(&mut c) {
-            stack.push((ch, in_def));
+            stack.push((ch, def));
         }
+    }
+    for (d, call) in setter_calls {
+        let (Some(class), Some(f)) = (method_class(d), call.child_by_field_name("function")) else { continue };
+        let m = f.child_by_field_name("attribute").map(|a| text(a, src).to_string()).unwrap_or_default();
+        if setters.contains(&(class.id(), m)) {
+            if let Some((attr, value)) = literal_and_value(call, 0, src) {
+                out.push((call, format!("self.{attr}"), value));
+            }
+        }
+    }
+}
+
+/// `self.x = y` (or `setattr(cls, "x", y)`) where the method binds the local `y` once, to
+/// something known (`y = Manager()`): `self.x` holds that value itself. Other files see
+/// `self.x` (under `x`) but not the method's locals, so the value is written where they look.
+pub(crate) fn inline_attr_values(vars: &mut [super::Var]) {
+    use std::collections::HashMap;
+    let mut once: HashMap<(u32, &str), Option<&str>> = HashMap::new();
+    for v in vars.iter() {
+        once.entry((v.owner, v.name.as_str())).and_modify(|t| *t = None).or_insert(Some(v.ty.as_str()));
+    }
+    let mut inlined: Vec<(usize, String)> = Vec::new();
+    for (i, v) in vars.iter().enumerate() {
+        let Some(local) = v.ty.strip_prefix("A:") else { continue };
+        if !v.name.starts_with("self.") || local.contains('.') || matches!(local, "self" | "cls") {
+            continue;
+        }
+        if let Some(Some(t)) = once.get(&(v.owner, local)) {
+            if t.starts_with("C:") || t.starts_with("T:") {
+                inlined.push((i, t.to_string()));
+            }
+        }
+    }
+    for (i, t) in inlined {
+        vars[i].ty = t;
+    }
+}
+
+/// The class a `def` is a method of (directly in its body, decorated or not).
+fn method_class(def: Node) -> Option<Node> {
+    let mut up = def.parent()?;
+    if up.kind() == "decorated_definition" {
+        up = up.parent()?;
+    }
+    up.parent().filter(|c| up.kind() == "block" && c.kind() == "class_definition")
+}
+
+/// The names of a `def`'s first parameters (plain or annotated), up to the first other kind.
+fn param_names(def: Node, src: &str) -> Vec<String> {
+    let Some(ps) = def.child_by_field_name("parameters") else { return Vec::new() };
+    let mut c = ps.walk();
+    let mut out = Vec::new();
+    for p in ps.named_children(&mut c) {
+        let name = match p.kind() {
+            "identifier" => Some(p),
+            "typed_parameter" => {
+                let mut c2 = p.walk();
+                let n = p.named_children(&mut c2).find(|x| x.kind() == "identifier");
+                n
+            }
+            _ => None,
+        };
+        match name {
+            Some(n) => out.push(text(n, src).to_string()),
+            None => break,
+        }
+    }
+    out
+}
+
+/// A call's positional arguments from `from`: a string literal that is an identifier, then
+/// a value (`"objects", manager`): the name and what the value is known to hold.
+fn literal_and_value(call: Node, from: usize, src: &str) -> Option<(String, String)> {
+    let args = call.child_by_field_name("arguments")?;
+    let mut c = args.walk();
+    let list: Vec<Node> = args.named_children(&mut c).filter(|a| a.kind() != "comment").collect();
+    let (lit, value) = (list.get(from)?, list.get(from + 1)?);
+    if lit.kind() != "string" || list.len() != from + 2 {
+        return None;
+    }
+    let mut c2 = lit.walk();
+    let parts: Vec<Node> = lit.named_children(&mut c2).collect();
+    let content: Vec<&str> = parts.iter().filter(|p| p.kind() == "string_content").map(|p| text(*p, src)).collect();
+    // Only a plain literal: no interpolation, no escapes.
+    if parts.iter().any(|p| !matches!(p.kind(), "string_start" | "string_content" | "string_end")) {
+        return None;
+    }
+    let name = content.concat();
+    let ident = name.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_alphanumeric() || c == '_');
+    let v = value_of(*value, src);
+    (ident && !v.is_empty()).then_some((name, v))
+}
+
+/// In a method whose first parameter is `p`: `setattr(p, "name", value)` binds `self.name`
+/// (as `p.name = value` does); `p.m("name", value)` is kept to bind it too when `m` turns out
+/// to be a setter of the same class. A method that does `setattr(p0, p1, p2)` with its own
+/// first three parameters is a setter (Django's `ModelBase.add_to_class`).
+fn set_attr_call<'t>(
+    call: Node<'t>,
+    def: Node<'t>,
+    src: &str,
+    out: &mut Vec<RawBinding<'t>>,
+    setter_calls: &mut Vec<(Node<'t>, Node<'t>)>,
+    setters: &mut std::collections::HashSet<(usize, String)>,
+) {
+    let Some(f) = call.child_by_field_name("function") else { return };
+    let args_of = || {
+        let args = call.child_by_field_name("arguments")?;
+        let mut c = args.walk();
+        let list: Vec<Node> = args.named_children(&mut c).filter(|a| a.kind() != "comment").collect();
+        Some(list)
+    };
+    match f.kind() {
+        "identifier" if text(f, src) == "setattr" => {
+            let Some(class) = method_class(def) else { return };
+            let params = param_names(def, src);
+            let Some(args) = args_of() else { return };
+            let Some(target) = args.first().filter(|a| a.kind() == "identifier").map(|a| text(*a, src)) else {
+                return;
+            };
+            if params.first().map(String::as_str) != Some(target) {
+                return;
+            }
+            if let Some((attr, value)) = literal_and_value(call, 1, src) {
+                out.push((call, format!("self.{attr}"), value));
+            } else if args.len() == 3
+                && params.len() >= 3
+                && args.iter().zip(&params).all(|(a, p)| a.kind() == "identifier" && text(*a, src) == p)
+            {
+                if let Some(name) = def.child_by_field_name("name") {
+                    setters.insert((class.id(), text(name, src).to_string()));
+                }
+            }
+        }
+        "attribute" => {
+            let obj = f.child_by_field_name("object");
+            let Some(o) = obj.filter(|o| o.kind() == "identifier") else { return };
+            // Most calls in a method are `self.m(...)` without a literal first: a look at
+            // the first argument before anything is collected.
+            let first_is_literal = call
+                .child_by_field_name("arguments")
+                .and_then(|a| a.named_child(0))
+                .is_some_and(|a| a.kind() == "string");
+            if first_is_literal
+                && literal_and_value(call, 0, src).is_some()
+                && method_class(def).is_some()
+                && param_names(def, src).first().map(String::as_str) == Some(text(o, src))
+            {
+                setter_calls.push((def, call));
+            }
+        }
+        _ => {}
     }
 }
 

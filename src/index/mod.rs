@@ -491,7 +491,8 @@ fn resolve_affected(
     changed: &BTreeSet<&str>,
 ) -> Result<(Rows, Rows), IndexError> {
     use crate::resolve::{affected, resolve_files, test_reach, World, TEST_REACH_CONFIDENCE, TEST_REACH_DEPTH};
-    let (old_w, new_w) = (World::of(old), World::new(new));
+    // The two worlds are built at once: each is a pass over every file's facts.
+    let (old_w, new_w) = rayon::join(|| World::of(old), || World::new(new));
     let (old, new) = (&old_w.files, &new_w.files);
     let (ao, an) = affected::affected(&old_w, &new_w, changed);
     let mut old_part = resolve_files(&old_w, &ao);

@@ -20,7 +20,9 @@
 //! `x = f(a)` was made with, under `x`); a function's other local bindings are not.
 //!
 //! An edit inside a function body that changes no such binding changes no definition: only
-//! the edited file is resolved again. The test "incremental equals full" checks the rule on every relation.
+//! the edited file is resolved again. A class's `metaclass=M` (`@metaclass`) is part of
+//! the type as other files see it: the types that inherit from it are affected when it
+//! changes. The test "incremental equals full" checks the rule on every relation.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
@@ -120,17 +122,26 @@ fn definitions(f: &FileFacts) -> BTreeMap<&str, Vec<DefSig<'_>>> {
     out
 }
 
+/// A type as other files see it: its definition, its members', and its metaclass as written.
+type TypeSig<'a> = (DefSig<'a>, Vec<DefSig<'a>>, Vec<&'a str>);
+
 /// Per type of a file: its own definition and its members', as other files see them.
-fn types(f: &FileFacts) -> BTreeMap<&str, (DefSig<'_>, Vec<DefSig<'_>>)> {
+fn types(f: &FileFacts) -> BTreeMap<&str, TypeSig<'_>> {
     let sig = |i: usize| -> DefSig<'_> {
         let e = &f.entities[i];
         let parent = e.parent.map(|p| f.entities[p as usize].id.as_str());
         (e.id.as_str(), e.kind.as_str(), parent, &e.params, e.varargs, &e.bases)
     };
-    let mut out: BTreeMap<&str, (DefSig, Vec<DefSig>)> = BTreeMap::new();
+    let mut out: BTreeMap<&str, TypeSig> = BTreeMap::new();
     for (i, e) in f.entities.iter().enumerate() {
         if e.kind.is_type() {
-            out.insert(e.id.as_str(), (sig(i), Vec::new()));
+            out.insert(e.id.as_str(), (sig(i), Vec::new(), Vec::new()));
+        }
+    }
+    // `metaclass=M`: what the types that inherit get from it changes with it.
+    for v in f.vars.iter().filter(|v| v.name == "@metaclass") {
+        if let Some(t) = out.get_mut(f.entities[v.owner as usize].id.as_str()) {
+            t.2.push(v.ty.as_str());
         }
     }
     for (i, e) in f.entities.iter().enumerate() {

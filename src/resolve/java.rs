@@ -2,14 +2,12 @@
 //! explicit `this`, `super`, static calls, typed receivers, constructors and overloads
 //! told apart by arity.
 
-use std::collections::HashMap;
-
 use super::{ERef, Hit, How, World};
 use crate::extract::{Call, FileFacts, Import, ImportKind, Kind};
 use crate::lang::Lang;
 
 /// Register every type of a file under its fully qualified name (`a.b.Outer.Inner`).
-pub(super) fn register_types(map: &mut HashMap<String, ERef>, f: &FileFacts, fi: u32) {
+pub(super) fn register_types(map: &mut rustc_hash::FxHashMap<String, ERef>, f: &FileFacts, fi: u32) {
     for (ei, e) in f.entities.iter().enumerate() {
         if !e.kind.is_type() {
             continue;

@@ -12,6 +12,8 @@ mod typescript;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
+use rustc_hash::FxHashMap;
+
 use crate::extract::{FileFacts, Kind};
 use crate::lang::Lang;
 
@@ -137,24 +139,24 @@ pub struct World<'a> {
     pub files: Vec<&'a FileFacts>,
     /// (parent, name) => its children of that name, in source order: a lookup by name
     /// does not scan the siblings (a file with 100k entities made that quadratic).
-    child_index: HashMap<(ERef, &'a str), Vec<u32>>,
-    by_path: HashMap<&'a str, u32>,
+    child_index: FxHashMap<(ERef, &'a str), Vec<u32>>,
+    by_path: FxHashMap<&'a str, u32>,
     /// Python module name => file.
-    py_modules: HashMap<String, u32>,
+    py_modules: FxHashMap<String, u32>,
     /// Java fully qualified type name => entity.
-    java_types: HashMap<String, ERef>,
+    java_types: FxHashMap<String, ERef>,
     /// (lang, name) => functions and classes (not methods), for the fallback.
-    free_by_name: HashMap<(Lang, &'a str), Vec<ERef>>,
+    free_by_name: FxHashMap<(Lang, &'a str), Vec<ERef>>,
     /// (lang, name) => methods, for the fallback.
-    methods_by_name: HashMap<(Lang, &'a str), Vec<ERef>>,
+    methods_by_name: FxHashMap<(Lang, &'a str), Vec<ERef>>,
     /// Resolved bases of each type entity, in declaration order.
-    bases: HashMap<ERef, Vec<Option<ERef>>>,
+    bases: FxHashMap<ERef, Vec<Option<ERef>>>,
     /// Python: (scope, name) => the scope's bindings of the name (indices into the file's
     /// `vars`).
-    pub(crate) py_vars: HashMap<(ERef, &'a str), Vec<u32>>,
+    pub(crate) py_vars: FxHashMap<(ERef, &'a str), Vec<u32>>,
     /// Python: (class, attribute) => the `self.<attribute>` bindings of its methods, as
     /// (method, index into the file's `vars`).
-    pub(crate) py_self_attrs: HashMap<(ERef, &'a str), Vec<(ERef, u32)>>,
+    pub(crate) py_self_attrs: FxHashMap<(ERef, &'a str), Vec<(ERef, u32)>>,
 }
 
 /// A resolved call target, with how it was found.
@@ -186,15 +188,15 @@ impl<'a> World<'a> {
         let list = files.clone();
         let mut w = World {
             files,
-            child_index: HashMap::new(),
-            by_path: HashMap::new(),
-            py_modules: HashMap::new(),
-            java_types: HashMap::new(),
-            free_by_name: HashMap::new(),
-            methods_by_name: HashMap::new(),
-            bases: HashMap::new(),
-            py_vars: HashMap::new(),
-            py_self_attrs: HashMap::new(),
+            child_index: FxHashMap::default(),
+            by_path: FxHashMap::default(),
+            py_modules: FxHashMap::default(),
+            java_types: FxHashMap::default(),
+            free_by_name: FxHashMap::default(),
+            methods_by_name: FxHashMap::default(),
+            bases: FxHashMap::default(),
+            py_vars: FxHashMap::default(),
+            py_self_attrs: FxHashMap::default(),
         };
         for (fi, &f) in list.iter().enumerate() {
             let fi = fi as u32;
@@ -230,7 +232,7 @@ impl<'a> World<'a> {
             }
         }
         // Bases need every type known first.
-        let mut bases = HashMap::new();
+        let mut bases = FxHashMap::default();
         for (fi, f) in list.iter().enumerate() {
             for (ei, e) in f.entities.iter().enumerate() {
                 if e.kind.is_type() && !e.bases.is_empty() {

@@ -1,8 +1,6 @@
 //! Python: modules by dotted name, imports (absolute, relative, aliased, re-exported
 //! through `__init__.py`), `self`/`cls`/`super()`, `Cls()` to `__init__`, `mod.f()`.
 
-use std::collections::HashMap;
-
 use super::{lexical, Binding, ERef, Hit, How, World};
 use crate::extract::{Call, Import, ImportKind, Kind};
 use crate::lang::Lang;
@@ -12,7 +10,7 @@ const MAX_HOPS: usize = 5;
 
 /// Register a file under its dotted module name, and under the name it has below a
 /// top-level source directory (`src/`, `lib/`). The first path in sorted order wins a tie.
-pub(super) fn register_module(map: &mut HashMap<String, u32>, path: &str, fi: u32) {
+pub(super) fn register_module(map: &mut rustc_hash::FxHashMap<String, u32>, path: &str, fi: u32) {
     let name = crate::extract::python_module_name(path);
     for root in ["src/", "lib/"] {
         if let Some(rest) = path.strip_prefix(root) {
@@ -566,7 +564,25 @@ fn attr_types(w: &World, class: ERef, attr: &str, depth: u32) -> Vec<ERef> {
             return out;
         }
     }
-    Vec::new()
+    // An attribute the class's metaclass gives the classes it makes: `setattr(cls,
+    // "objects", manager)` or `cls.objects = ...` in the metaclass's methods.
+    match metaclass(w, class) {
+        Some(m) if m != class && depth < MAX_TYPE_DEPTH => attr_types(w, m, attr, depth + 1),
+        _ => Vec::new(),
+    }
+}
+
+/// The metaclass a class is made by: the nearest `metaclass=` of it and its ancestors
+/// that names a class of the project.
+fn metaclass(w: &World, class: ERef) -> Option<ERef> {
+    std::iter::once(class).chain(w.ancestors(class)).find_map(|c| {
+        var_tys(w, c, "@metaclass").iter().filter_map(|t| t.strip_prefix("A:")).find_map(|p| {
+            match resolve_path(w, c, p) {
+                Some(Binding::Entity(r, _)) if w.entity(r).kind.is_type() => Some(r),
+                _ => None,
+            }
+        })
+    })
 }
 
 /// The classes of the instance an expression as written holds: `self`, a bound name,
@@ -610,14 +626,23 @@ fn path_types(w: &World, scope: ERef, path: &str, line: u32, depth: u32) -> Vec<
         } else {
             let mut found = None;
             for n in (1..=segs.len()).rev() {
-                if let Some(Binding::Var(s, vi)) = resolve_path_at(w, scope, &segs[..n].join("."), line) {
-                    let name = &w.file(s.0).vars[vi as usize].name;
-                    let mut out = Vec::new();
-                    for t in var_tys(w, s, name) {
-                        out.extend(value_types(w, s, t, depth + 1));
+                match resolve_path_at(w, scope, &segs[..n].join("."), line) {
+                    Some(Binding::Var(s, vi)) => {
+                        let name = &w.file(s.0).vars[vi as usize].name;
+                        let mut out = Vec::new();
+                        for t in var_tys(w, s, name) {
+                            out.extend(value_types(w, s, t, depth + 1));
+                        }
+                        found = Some((out, &segs[n..]));
+                        break;
                     }
-                    found = Some((out, &segs[n..]));
-                    break;
+                    // `Employee.objects`: an attribute of a class itself (its body's
+                    // bindings, or what its metaclass gives it).
+                    Some(Binding::Entity(r, _)) if n < segs.len() && w.entity(r).kind.is_type() => {
+                        found = Some((attr_types(w, r, segs[n], depth + 1), &segs[n + 1..]));
+                        break;
+                    }
+                    _ => {}
                 }
             }
             match found {

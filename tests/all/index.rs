@@ -336,6 +336,15 @@ fn incremental_equals_full_after_each_single_edit() {
     );
     w("app/words.py", "from .factory import lazy\nfrom .core import helper\n\nlazy_helper = lazy(helper)\n");
     w("app/user4.py", "from .words import lazy_helper as _\n\nLABEL = _()\n");
+    w(
+        "app/meta.py",
+        "class Manager:\n    def all(self):\n        return 1\n\n\nclass OtherManager:\n    def all(self):\n        return 2\n\n\n\
+         class ModelBase(type):\n    def add_to_class(cls, name, value):\n        setattr(cls, name, value)\n\n\
+         \x20   def _prepare(cls):\n        manager = Manager()\n        cls.add_to_class(\"objects\", manager)\n\n\n\
+         class Model(metaclass=ModelBase):\n    pass\n",
+    );
+    w("app/emp.py", "from .meta import Model\n\n\nclass Employee(Model):\n    pass\n");
+    w("app/emp_use.py", "from .emp import Employee\n\n\ndef staff():\n    return Employee.objects.all()\n");
     w("tests/test_core.py", "from app.core import compute\nfrom app.leaf import Leaf\n\n\ndef test_compute():\n    assert compute() == 3\n\n\ndef test_leaf():\n    Leaf().run()\n");
     for (lang, p) in [("python", "shop"), ("typescript", "tasks"), ("java", "bank")] {
         let to = root.join(p);
@@ -395,6 +404,11 @@ fn incremental_equals_full_after_each_single_edit() {
         s.replace("lazy(helper)", "lazy(compute_all)").replace("import helper", "import compute_all")
     });
     check_incremental(root, "what the factory is given changes");
+
+    edit(root, "app/meta.py", |s| s.replace("manager = Manager()", "manager = OtherManager()"));
+    check_incremental(root, "a metaclass's method sets the attribute to another class, through a local");
+    edit(root, "app/meta.py", |s| s.replace("class Model(metaclass=ModelBase):", "class Model:"));
+    check_incremental(root, "a base class loses its metaclass under a subclass's attribute call");
 
     // Every fixture file: rename its first definition, then shift its lines.
     let mut files: Vec<String> = Vec::new();

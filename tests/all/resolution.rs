@@ -317,6 +317,43 @@ fn factories_aliases_class_factory_bases_properties_and_return_self_are_followed
     assert!(!out_of(&all, "lib/functional.py:lazy.__wrapper__").iter().any(|e| e.ends_with(" name")), "{all:#?}");
 }
 
+/// Attributes a class gets from its metaclass (Django's `Employee.objects`, which
+/// `ModelBase._prepare` adds with `cls.add_to_class("objects", manager)`, a method that
+/// does `setattr(cls, name, value)`), from `setattr(cls, "name", value)` directly, and
+/// from the class's own body, read on the class itself (`Cls.attr.method()`). A method
+/// called with a literal and a value that is not a setter binds nothing.
+#[test]
+fn attributes_from_a_metaclass_and_on_the_class_itself_are_followed() {
+    let r = repo(&[
+        ("db/__init__.py", ""),
+        (
+            "db/base.py",
+            "class Manager:\n    def all(self):\n        return []\n\n\nclass Registry:\n    def lookup(self):\n        return None\n\n\n\
+             class ModelBase(type):\n    def add_to_class(cls, name, value):\n        setattr(cls, name, value)\n\n\
+             \x20   def register(cls, name, value):\n        return (name, value)\n\n\
+             \x20   def _prepare(cls):\n        manager = Manager()\n        cls.add_to_class(\"objects\", manager)\n        cls.register(\"shadow\", Registry())\n        setattr(cls, \"registry\", Registry())\n\n\n\
+             class Model(metaclass=ModelBase):\n    pass\n",
+        ),
+        (
+            "app/models.py",
+            "from db.base import Model, Manager\n\n\nclass Special(Manager):\n    def vip(self):\n        return []\n\n\n\
+             class Employee(Model):\n    pass\n\n\nclass Boss(Model):\n    objects = Special()\n\n\n\
+             def staff():\n    Employee.objects.all()\n    Employee.registry.lookup()\n    Boss.objects.vip()\n    return Employee.shadow.lookup()\n",
+        ),
+    ]);
+    let all = edges(r.path());
+    let staff = out_of(&all, "app/models.py:staff");
+    for want in [
+        "app/models.py:staff db/base.py:Manager.all 18 type",
+        "app/models.py:staff db/base.py:Registry.lookup 19 type",
+        "app/models.py:staff app/models.py:Special.vip 20 type",
+    ] {
+        assert!(staff.contains(&want.to_string()), "missing {want}\n{staff:#?}");
+    }
+    // `register` takes a literal and a value but sets nothing: `shadow` is not known.
+    assert!(!staff.iter().any(|e| e.contains(" 21 type")), "{staff:#?}");
+}
+
 #[test]
 fn the_callers_tool_notes_the_unattributed_sites_of_the_name() {
     let r = repo(&[
