@@ -456,6 +456,9 @@ fn value_types(w: &World, scope: ERef, ty: &str, depth: u32) -> Vec<ERef> {
     if let Some(t) = ty.strip_prefix("T:") {
         return match resolve_path(w, scope, t) {
             Some(Binding::Entity(r, _)) if w.entity(r).kind.is_type() => vec![r],
+            // `:rtype: requests.Response` in requests' own `api.py`, where nothing binds
+            // `requests`: a type named by its module's absolute name.
+            None => qualified_type(w, t).into_iter().collect(),
             _ => Vec::new(),
         };
     }
@@ -466,6 +469,20 @@ fn value_types(w: &World, scope: ERef, ty: &str, depth: u32) -> Vec<ERef> {
         return path_types(w, scope, path, u32::MAX, depth + 1);
     }
     Vec::new()
+}
+
+/// A class named by a dotted path that starts with a module of the project, taken as an
+/// absolute module name (`requests.Response`, `django.http.HttpResponse`): the longest
+/// such module, then its members.
+fn qualified_type(w: &World, dotted: &str) -> Option<ERef> {
+    let segs: Vec<&str> = dotted.split('.').collect();
+    (1..segs.len()).rev().find_map(|n| {
+        let mf = module_file(w, &segs[..n].join("."))?;
+        match walk(w, Binding::Module(mf), &segs[n..])? {
+            Binding::Entity(r, _) if w.entity(r).kind.is_type() => Some(r),
+            _ => None,
+        }
+    })
 }
 
 /// A call of `callee` (a name or dotted path, as written) from `scope`, seeing every

@@ -354,6 +354,24 @@ fn attributes_from_a_metaclass_and_on_the_class_itself_are_followed() {
     assert!(!staff.iter().any(|e| e.contains(" 21 type")), "{staff:#?}");
 }
 
+/// A return type written as an absolute dotted name where the module binds none of it
+/// (requests' `api.get`, documented `:rtype: requests.Response`): the project's class.
+#[test]
+fn return_types_named_by_their_absolute_module_are_found() {
+    let r = repo(&[
+        ("pkg/__init__.py", "from .api import get\nfrom .models import Response\n"),
+        ("pkg/models.py", "class Response:\n    def json(self):\n        return {}\n"),
+        (
+            "pkg/api.py",
+            "def request(url):\n    return None\n\n\ndef get(url):\n    \"\"\"Send a GET.\n\n    :rtype: pkg.Response\n    \"\"\"\n    return request(url)\n",
+        ),
+        ("tests/test_api.py", "import pkg\n\n\ndef test_get():\n    r = pkg.get(\"u\")\n    r.json()\n"),
+    ]);
+    let all = edges(r.path());
+    let got = out_of(&all, "tests/test_api.py:test_get");
+    assert!(got.contains(&"tests/test_api.py:test_get pkg/models.py:Response.json 6 type".to_string()), "{got:#?}");
+}
+
 #[test]
 fn the_callers_tool_notes_the_unattributed_sites_of_the_name() {
     let r = repo(&[
