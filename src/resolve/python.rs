@@ -471,6 +471,22 @@ fn value_types(w: &World, scope: ERef, ty: &str, depth: u32) -> Vec<ERef> {
     Vec::new()
 }
 
+/// Every value a scope binds `name` to is made from an import that resolves outside the
+/// project (`threading.Event()`, `x: socket.socket`, `e = urllib3.exceptions`).
+fn holds_external(w: &World, scope: ERef, name: &str) -> bool {
+    let f = w.file(scope.0);
+    let tys = var_tys(w, scope, name);
+    !tys.is_empty()
+        && tys.iter().all(|t| {
+            let path = t.strip_prefix("C:").or_else(|| t.strip_prefix("T:")).or_else(|| t.strip_prefix("A:"));
+            let Some(head) = path.and_then(|p| p.split('.').next()).filter(|h| !h.is_empty()) else {
+                return false;
+            };
+            let mut imps = f.imports.iter().filter(|i| i.local_name() == Some(head)).peekable();
+            imps.peek().is_some() && imps.all(|i| import_target(w, scope.0, i).is_none())
+        })
+}
+
 /// A class named by a dotted path that starts with a module of the project, taken as an
 /// absolute module name (`requests.Response`, `django.http.HttpResponse`): the longest
 /// such module, then its members.
@@ -871,6 +887,9 @@ fn resolve_call_d(w: &World, fi: u32, call: &Call, depth: u32) -> Vec<Hit> {
                         hits
                     }
                 }
+                // `done = threading.Event()` then `done.set()`: what the name holds comes
+                // from outside the project, so no method of the project is guessed.
+                Some(Binding::Var(s, vi)) if holds_external(w, s, &w.file(s.0).vars[vi as usize].name) => Vec::new(),
                 _ => {
                     // A receiver bound to an external import (`os.path.join`) is not guessed at.
                     let first = recv.split('.').next().unwrap_or("");

@@ -360,16 +360,36 @@ fn attributes_from_a_metaclass_and_on_the_class_itself_are_followed() {
 fn return_types_named_by_their_absolute_module_are_found() {
     let r = repo(&[
         ("pkg/__init__.py", "from .api import get\nfrom .models import Response\n"),
-        ("pkg/models.py", "class Response:\n    def json(self):\n        return {}\n"),
+        (
+            "pkg/models.py",
+            "class Response:\n    def json(self):\n        return {}\n\n\nclass Jar:\n    def set(self):\n        return None\n",
+        ),
         (
             "pkg/api.py",
             "def request(url):\n    return None\n\n\ndef get(url):\n    \"\"\"Send a GET.\n\n    :rtype: pkg.Response\n    \"\"\"\n    return request(url)\n",
         ),
         ("tests/test_api.py", "import pkg\n\n\ndef test_get():\n    r = pkg.get(\"u\")\n    r.json()\n"),
+        (
+            "tests/test_wait.py",
+            "import threading\n\nfrom pkg.models import Jar\n\n\ndef test_wait():\n    done = threading.Event()\n    done.set()\n\n\ndef test_jar():\n    jar = Jar()\n    jar.set()\n",
+        ),
     ]);
     let all = edges(r.path());
     let got = out_of(&all, "tests/test_api.py:test_get");
     assert!(got.contains(&"tests/test_api.py:test_get pkg/models.py:Response.json 6 type".to_string()), "{got:#?}");
+    // `done = threading.Event()`: an instance of a class from outside; its `set()` is not
+    // guessed to be the project's only `set` method.
+    let waits = out_of(&all, "tests/test_wait.py:test_wait");
+    assert_eq!(waits, Vec::<String>::new(), "{all:#?}");
+    let jars = out_of(&all, "tests/test_wait.py:test_jar");
+    assert_eq!(
+        jars,
+        [
+            "tests/test_wait.py:test_jar pkg/models.py:Jar 12 import",
+            "tests/test_wait.py:test_jar pkg/models.py:Jar.set 13 type"
+        ],
+        "{all:#?}"
+    );
 }
 
 #[test]
