@@ -119,6 +119,20 @@ pub fn entity(store: &Store, id: &str) -> Result<Option<EntityInfo>, GraphError>
     Ok(entities(&r).into_iter().next())
 }
 
+/// The entities of `ids` in one query (each a key lookup), in the order of `ids`; ids
+/// with no entity are left out.
+pub fn entities_by_id(store: &Store, ids: &[String]) -> Result<Vec<EntityInfo>, GraphError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let list = DataValue::List(ids.iter().map(|i| DataValue::from(i.as_str())).collect());
+    let r =
+        store.query(&format!("?[{ENTITY_COLS}] := id in $ids, *entity{{{ENTITY_COLS}}}"), params(&[("ids", list)]))?;
+    let mut by_id: std::collections::HashMap<String, EntityInfo> =
+        entities(&r).into_iter().map(|e| (e.id.clone(), e)).collect();
+    Ok(ids.iter().filter_map(|i| by_id.remove(i)).collect())
+}
+
 /// Entities matching `query`: an exact id, then exact names, then qualified names ending
 /// in it, then names containing it (case-insensitive). At most `limit`, ranked so.
 pub fn find(store: &Store, query: &str, kind: Option<&str>, limit: usize) -> Result<Vec<EntityInfo>, GraphError> {
@@ -592,13 +606,21 @@ pub fn class(store: &Store, id: &str) -> Result<ClassInfo, GraphError> {
     let (methods, fields): (Vec<EntityInfo>, Vec<EntityInfo>) = members.into_iter().partition(|m| m.kind != "field");
     let fields: Vec<EntityInfo> = fields.into_iter().filter(|f| f.kind == "field").collect();
     let mut overrides = Vec::new();
-    for a in &ancestors {
+    // The ancestors' methods in one query, then taken nearest ancestor first.
+    let mut by_ancestor: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    if !ancestors.is_empty() {
+        let list = DataValue::List(ancestors.iter().map(|a| DataValue::from(a.as_str())).collect());
         let r = store.query(
-            "?[id, name] := *contains{parent: $a, child: id}, *entity{id, name, kind: 'method'}",
-            params(&[("a", DataValue::from(a.as_str()))]),
+            "?[a, id, name] := a in $ancs, *contains{parent: a, child: id}, *entity{id, name, kind: 'method'}",
+            params(&[("ancs", list)]),
         )?;
         for row in &r.rows {
-            let (aid, aname) = (str_of(&row[0]), str_of(&row[1]));
+            by_ancestor.entry(str_of(&row[0])).or_default().push((str_of(&row[1]), str_of(&row[2])));
+        }
+    }
+    for a in &ancestors {
+        for (aid, aname) in by_ancestor.get(a).map(Vec::as_slice).unwrap_or_default() {
+            let (aid, aname) = (aid.clone(), aname.clone());
             for m in methods.iter().filter(|m| m.name == aname && m.kind == "method") {
                 if !overrides.iter().any(|(x, _): &(String, String)| *x == m.id) {
                     overrides.push((m.id.clone(), aid.clone()));

@@ -71,10 +71,8 @@ impl TypedTool for FindEntity {
             });
         }
         let names = ctx.names(&store)?;
-        let mut hits = Vec::new();
-        for id in names.find_ids(&a.name, a.kind.as_deref(), limit + 1) {
-            hits.extend(g::entity(&store, &id)?);
-        }
+        // One query for every hit, not one per hit.
+        let mut hits = g::entities_by_id(&store, &names.find_ids(&a.name, a.kind.as_deref(), limit + 1))?;
         if !hits.is_empty() {
             let truncated = hits.len() > limit;
             hits.truncate(limit);
@@ -83,14 +81,8 @@ impl TypedTool for FindEntity {
             });
             return Ok(FindEntityOutput { name: a.name, matched: "exact", entities: hits, truncated, note });
         }
-        let mut near = Vec::new();
-        for id in names.nearest(&a.name, 50) {
-            if let Some(e) = g::entity(&store, &id)? {
-                if a.kind.as_deref().is_none_or(|k| e.kind == k) {
-                    near.push(e);
-                }
-            }
-        }
+        let mut near = g::entities_by_id(&store, &names.nearest(&a.name, 50))?;
+        near.retain(|e| a.kind.as_deref().is_none_or(|k| e.kind == k));
         near.truncate(limit.min(10));
         let note = Some(if near.is_empty() {
             format!("no entity matches '{}' and none has a close name", a.name)
