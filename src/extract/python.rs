@@ -124,7 +124,7 @@ pub(crate) fn bindings<'t>(root: Node<'t>, src: &str, out: &mut Vec<RawBinding<'
     let mut stack: Vec<(Node<'t>, Option<Node<'t>>)> = vec![(root, None)];
     // `cls.add_to_class("objects", manager)` in a method: (the method, the call), kept
     // until every class's setter methods are known.
-    let mut setter_calls: Vec<(Node<'t>, Node<'t>)> = Vec::new();
+    let mut setter_calls: Vec<SetterCall<'t>> = Vec::new();
     // (class node id, method name): methods that do `setattr(p0, p1, p2)` with their
     // first three parameters.
     let mut setters: std::collections::HashSet<(usize, String)> = std::collections::HashSet::new();
@@ -249,13 +249,9 @@ pub(crate) fn bindings<'t>(root: Node<'t>, src: &str, out: &mut Vec<RawBinding<'
             stack.push((ch, def));
         }
     }
-    for (d, call) in setter_calls {
-        let (Some(class), Some(f)) = (method_class(d), call.child_by_field_name("function")) else { continue };
-        let m = f.child_by_field_name("attribute").map(|a| text(a, src).to_string()).unwrap_or_default();
-        if setters.contains(&(class.id(), m)) {
-            if let Some((attr, value)) = literal_and_value(call, 0, src) {
-                out.push((call, format!("self.{attr}"), value));
-            }
+    for SetterCall { class, call, method, attr, value } in setter_calls {
+        if setters.contains(&(class, method)) {
+            out.push((call, format!("self.{attr}"), value));
         }
     }
 }
@@ -318,12 +314,26 @@ fn param_names(def: Node, src: &str) -> Vec<String> {
     out
 }
 
-/// A call's positional arguments from `from`: a string literal that is an identifier, then
-/// a value (`"objects", manager`): the name and what the value is known to hold.
-fn literal_and_value(call: Node, from: usize, src: &str) -> Option<(String, String)> {
+/// `p.m("name", value)` in a method of the class whose id is `class`: binds `self.name` if
+/// `m` turns out to be a setter of that class.
+struct SetterCall<'t> {
+    class: usize,
+    call: Node<'t>,
+    method: String,
+    attr: String,
+    value: String,
+}
+
+/// A call's arguments, comments left out.
+fn call_args(call: Node) -> Option<Vec<Node>> {
     let args = call.child_by_field_name("arguments")?;
     let mut c = args.walk();
-    let list: Vec<Node> = args.named_children(&mut c).filter(|a| a.kind() != "comment").collect();
+    Some(args.named_children(&mut c).filter(|a| a.kind() != "comment").collect())
+}
+
+/// Positional arguments from `from`: a string literal that is an identifier, then a value
+/// (`"objects", manager`): the name and what the value is known to hold.
+fn literal_and_value(list: &[Node], from: usize, src: &str) -> Option<(String, String)> {
     let (lit, value) = (list.get(from)?, list.get(from + 1)?);
     if lit.kind() != "string" || list.len() != from + 2 {
         return None;
@@ -351,28 +361,22 @@ fn set_attr_call<'t>(
     def: Node<'t>,
     src: &str,
     out: &mut Vec<RawBinding<'t>>,
-    setter_calls: &mut Vec<(Node<'t>, Node<'t>)>,
+    setter_calls: &mut Vec<SetterCall<'t>>,
     setters: &mut std::collections::HashSet<(usize, String)>,
 ) {
     let Some(f) = call.child_by_field_name("function") else { return };
-    let args_of = || {
-        let args = call.child_by_field_name("arguments")?;
-        let mut c = args.walk();
-        let list: Vec<Node> = args.named_children(&mut c).filter(|a| a.kind() != "comment").collect();
-        Some(list)
-    };
     match f.kind() {
         "identifier" if text(f, src) == "setattr" => {
             let Some(class) = method_class(def) else { return };
             let params = param_names(def, src);
-            let Some(args) = args_of() else { return };
+            let Some(args) = call_args(call) else { return };
             let Some(target) = args.first().filter(|a| a.kind() == "identifier").map(|a| text(*a, src)) else {
                 return;
             };
             if params.first().map(String::as_str) != Some(target) {
                 return;
             }
-            if let Some((attr, value)) = literal_and_value(call, 1, src) {
+            if let Some((attr, value)) = literal_and_value(&args, 1, src) {
                 out.push((call, format!("self.{attr}"), value));
             } else if args.len() == 3
                 && params.len() >= 3
@@ -392,13 +396,12 @@ fn set_attr_call<'t>(
                 .child_by_field_name("arguments")
                 .and_then(|a| a.named_child(0))
                 .is_some_and(|a| a.kind() == "string");
-            if first_is_literal
-                && literal_and_value(call, 0, src).is_some()
-                && method_class(def).is_some()
-                && param_names(def, src).first().map(String::as_str) == Some(text(o, src))
-            {
-                setter_calls.push((def, call));
+            if !first_is_literal || param_names(def, src).first().map(String::as_str) != Some(text(o, src)) {
+                return;
             }
+            let (Some(class), Some(m)) = (method_class(def), f.child_by_field_name("attribute")) else { return };
+            let Some((attr, value)) = call_args(call).and_then(|a| literal_and_value(&a, 0, src)) else { return };
+            setter_calls.push(SetterCall { class: class.id(), call, method: text(m, src).to_string(), attr, value });
         }
         _ => {}
     }
