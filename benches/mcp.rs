@@ -4,7 +4,8 @@
 //! through a real MCP session with `reproagent serve` (JSON-RPC over stdio, the time a
 //! client waits). p50 and p99 per tool, and the largest answer in characters.
 //!
-//! `cargo bench --bench mcp` (a release build). Prints Markdown tables.
+//! `cargo bench --bench mcp` (a release build). Prints Markdown tables. The MCP half runs
+//! `REPROAGENT_BENCH_BIN` when set (an older build's binary, for a before/after pair).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test or a benchmark stops at the first surprise
 
@@ -68,6 +69,12 @@ fn workload(store: &store::Store) -> Vec<(&'static str, Vec<Value>)> {
     ]
 }
 
+/// The files the `imports` calls name.
+fn files_of(work: &[(&'static str, Vec<Value>)]) -> Vec<String> {
+    let imports = work.iter().find(|(l, _)| *l == "imports").unwrap();
+    imports.1.iter().map(|a| a["path"].as_str().unwrap().to_string()).collect()
+}
+
 fn tool_name(label: &str) -> &str {
     label.split(' ').next().unwrap()
 }
@@ -126,10 +133,26 @@ fn main() {
         }
         rows.push(row);
     }
+    // After an edit: each call follows a rewrite of one indexed file (same bytes, new
+    // mtime), so the freshness check has something to look at again.
+    let edited = root.join(&files_of(&work)[0]);
+    let bytes = std::fs::read(&edited).unwrap();
+    let mut row = Row { label: "find_entity (after a write)", lat: Vec::new(), max_chars: 0, errors: 0 };
+    for args in &work[0].1 {
+        std::fs::write(&edited, &bytes).unwrap();
+        let t = Instant::now();
+        let out = reg.call(&ctx, "find_entity", args.clone());
+        row.lat.push(t.elapsed());
+        row.max_chars = row.max_chars.max(out.value.to_string().chars().count());
+        row.errors += usize::from(out.is_error);
+    }
+    rows.push(row);
     print("## In process (`Registry::call`)", &mut rows);
 
     // A real MCP session: the binary, JSON-RPC over its stdin and stdout.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_reproagent"))
+    // REPROAGENT_BENCH_BIN: another build's binary, for a before/after pair in one run.
+    let bin = std::env::var("REPROAGENT_BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_reproagent").to_string());
+    let mut child = Command::new(&bin)
         .args(["serve", "-C"])
         .arg(&root)
         .stdin(Stdio::piped())

@@ -152,6 +152,14 @@ pub struct SourceFile {
 /// root (canonical); one leading out, or dangling, is skipped and reported, so nothing
 /// outside the repository is ever indexed. FIFOs, sockets and devices are refused by type.
 pub fn walk(root: &Path, include_vendored: bool) -> (Vec<SourceFile>, Vec<Skip>) {
+    let (files, skipped, _) = walk_with_dirs(root, include_vendored);
+    (files, skipped)
+}
+
+/// [`walk`], and every directory it went into (the root first): what a watch on the
+/// tree must cover to see every file a later walk would find.
+pub fn walk_with_dirs(root: &Path, include_vendored: bool) -> (Vec<SourceFile>, Vec<Skip>, Vec<PathBuf>) {
+    let mut dirs = vec![root.to_path_buf()];
     let mut files = Vec::new();
     let mut skipped = Vec::new();
     let rule = crate::confine::WalkRule { gitignore: true, skip_hidden: true, follow_links: true, max_depth: None };
@@ -161,6 +169,12 @@ pub fn walk(root: &Path, include_vendored: bool) -> (Vec<SourceFile>, Vec<Skip>)
     });
     for e in walker.by_ref() {
         let path = e.path();
+        if e.file_type().is_some_and(|t| t.is_dir()) {
+            if path != root {
+                dirs.push(path.to_path_buf());
+            }
+            continue;
+        }
         let Some(lang) = Lang::of_path(path) else { continue };
         let rel = crate::confine::rel_of(root, path);
         if path.strip_prefix(root).unwrap_or(path).to_str().is_none() {
@@ -182,7 +196,7 @@ pub fn walk(root: &Path, include_vendored: bool) -> (Vec<SourceFile>, Vec<Skip>)
     files.sort_by(|a, b| a.rel.cmp(&b.rel));
     files.dedup_by(|a, b| a.rel == b.rel);
     skipped.sort_by(|a, b| (&a.path, &a.reason).cmp(&(&b.path, &b.reason)));
-    (files, skipped)
+    (files, skipped, dirs)
 }
 
 fn pool(threads: Option<usize>) -> Result<rayon::ThreadPool, IndexError> {

@@ -14,6 +14,7 @@ mod reindex;
 pub(crate) mod runtime;
 pub mod search;
 pub(crate) mod thinking;
+mod watch;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -130,13 +130,18 @@ pub struct Stale {
 }
 
 /// How long a walk for new files holds when no directory it saw changed: a file added in
-/// a directory the walk found no source in is seen within this time.
+/// a directory the walk found no source in is seen within this time. (Without a watch.)
 const WALK_AGAIN: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Does the index still describe the tree? Cheap enough to run before every tool call:
-/// the index's files are read once per database; each is `stat`ed and hashed again only
-/// when its size or mtime changed; the tree is walked for new files only when a directory
-/// the last walk saw changed its mtime (or [`WALK_AGAIN`] passed).
+/// Does the index still describe the tree? Run before every tool call. The index's
+/// files are read once per database. With a watch on the tree (inotify, see
+/// [`super::watch`]), a call where nothing happened costs one non-blocking read and gets
+/// the last answer; files the watch names are hashed again, and the tree is walked for
+/// new files only when a directory, an ignore file or a source file appeared or went.
+/// Every [`WALK_AGAIN`] one check `stat`s every file anyway, as without a watch.
+/// Without one, each file is `stat`ed (and hashed again only when its size or mtime
+/// changed), and the tree walked when a directory the last walk saw changed its mtime
+/// (or [`WALK_AGAIN`] passed).
 #[derive(Default)]
 pub struct Freshness {
     root: Option<PathBuf>,
@@ -151,6 +156,15 @@ pub struct Freshness {
     /// A digest of what the last check saw: every indexed file's current content hash
     /// (or its absence) and the new files. Equal digests on the same index: the same tree.
     fingerprint: Option<String>,
+    /// The watch on the tree's directories, once set up; `watch_tried` once it was tried
+    /// (a refused watch is not asked for again on every call).
+    watch: Option<super::watch::Watch>,
+    watch_tried: bool,
+    /// The last answer, given again while the watch reports nothing.
+    last: Option<Option<Stale>>,
+    /// When every file was last `stat`ed: even under a watch, once per [`WALK_AGAIN`]
+    /// (inotify sees this kernel's writes, not another NFS client's).
+    looked: Option<std::time::Instant>,
 }
 
 impl Freshness {
@@ -164,7 +178,6 @@ impl Freshness {
         if self.root.as_deref() != Some(root) {
             *self = Freshness { root: Some(root.to_path_buf()), ..Default::default() };
         }
-        self.fingerprint = None;
         let reload = match (&self.stored, stamp) {
             (Some((st, _)), Some(now)) => st != now,
             _ => true,
@@ -174,15 +187,52 @@ impl Freshness {
                 crate::graph::files(store)?.into_iter().map(|f| (f.path, f.hash)).collect();
             // A new database: what the last walk found new may be indexed now.
             self.walked = None;
+            self.last = None;
             self.stored = stamp.map(|st| (st.clone(), files.clone()));
             if stamp.is_none() {
-                return self.compare(root, store, &files);
+                self.fingerprint = None;
+                return self.compare(root, store, &files, Mode::Stat);
+            }
+        }
+        // What the watch saw since the last call decides how much is looked at again.
+        let mut mode = Mode::Stat;
+        if let Some(w) = self.watch.as_mut() {
+            let c = w.drain();
+            if c.lost {
+                // Events were dropped: set up a new watch and look at everything.
+                self.watch = None;
+                self.watch_tried = false;
+            } else {
+                let due = self.looked.is_none_or(|t| t.elapsed() > WALK_AGAIN);
+                if c.is_empty() && !reload && !due {
+                    if let Some(last) = &self.last {
+                        return Ok(last.clone());
+                    }
+                }
+                for f in &c.files {
+                    self.seen.remove(f);
+                }
+                if due && c.walk {
+                    self.walked = None;
+                }
+                mode = if due { Mode::Stat } else { Mode::Watched { walk: c.walk } };
+            }
+        }
+        if self.watch.is_none() && !self.watch_tried {
+            self.watch_tried = true;
+            // Watched before anything is looked at, so no change can fall in between.
+            self.watch = super::watch::Watch::new();
+            if self.watch.is_some() {
+                self.walked = None;
             }
         }
         match self.stored.take() {
             Some((st, files)) => {
-                let r = self.compare(root, store, &files);
+                let r = self.compare(root, store, &files, mode);
                 self.stored = Some((st, files));
+                if let Ok(stale) = &r {
+                    self.last = Some(stale.clone());
+                }
                 r
             }
             None => Ok(None),
@@ -194,16 +244,42 @@ impl Freshness {
         root: &Path,
         store: &Store,
         stored: &BTreeMap<String, String>,
+        mode: Mode,
     ) -> Result<Option<Stale>, ToolError> {
+        self.fingerprint = None;
+        // The walk (and the watches it adds) comes first, so a change made while the
+        // files are looked at is reported by the watch's next read.
+        let walk = match mode {
+            _ if self.walked.is_none() => true,
+            Mode::Watched { walk } => walk,
+            Mode::Stat => {
+                self.walked.is_some_and(|w| w.elapsed() > WALK_AGAIN)
+                    || self.dirs.iter().any(|(d, t)| std::fs::metadata(d).and_then(|m| m.modified()).ok() != *t)
+            }
+        };
+        if walk {
+            self.walk_new(root, store, stored);
+        }
+        let trusted = matches!(mode, Mode::Watched { .. }) && self.watch.is_some();
+        if !trusted {
+            self.looked = Some(std::time::Instant::now());
+        }
+        // Under a trusted watch a file it did not name is as the last look found it; the
+        // rest are `stat`ed, on every core (one `statx` per indexed file is most of a
+        // graph tool's time on a large tree), then compared in order.
+        use rayon::prelude::*;
+        let abs: Vec<PathBuf> = stored.keys().map(|p| root.join(p)).collect();
+        let stats: Vec<Option<Option<std::fs::Metadata>>> = abs
+            .par_iter()
+            .map(|a| if trusted && self.seen.contains_key(a) { None } else { Some(std::fs::metadata(a).ok()) })
+            .collect();
         let mut changed = Vec::new();
         let mut digest = blake3::Hasher::new();
-        // The stats are most of a graph tool's time on a large tree (one `statx` per
-        // indexed file): taken on every core first, then compared in order.
-        use rayon::prelude::*;
-        let stats: Vec<Option<std::fs::Metadata>> =
-            stored.par_iter().map(|(path, _)| std::fs::metadata(root.join(path)).ok()).collect();
-        for ((path, hash), meta) in stored.iter().zip(stats) {
-            let now = self.hash_of(&root.join(path), meta);
+        for (((path, hash), abs), stat) in stored.iter().zip(abs).zip(stats) {
+            let now = match stat {
+                None => self.seen.get(&abs).map(|(_, _, h)| h.clone()),
+                Some(meta) => self.hash_of(abs, meta),
+            };
             digest.update(path.as_bytes());
             digest.update(&[0]);
             digest.update(now.as_deref().unwrap_or("-").as_bytes());
@@ -213,10 +289,6 @@ impl Freshness {
                 Some(_) => changed.push(format!("{path} (modified)")),
                 None => changed.push(format!("{path} (deleted)")),
             }
-        }
-        let dirs_moved = self.dirs.iter().any(|(d, t)| std::fs::metadata(d).and_then(|m| m.modified()).ok() != *t);
-        if self.walked.is_none_or(|w| w.elapsed() > WALK_AGAIN) || dirs_moved {
-            self.walk_new(root, store, stored);
         }
         for f in &self.new_files {
             digest.update(b"new\0");
@@ -234,11 +306,13 @@ impl Freshness {
     }
 
     /// Walk the tree for source files the index does not hold. One that changed after the
-    /// index was written is new; older ones are files `index` skipped (too large, too
-    /// slow to parse).
+    /// index was written is new (its content, or on Unix its name or place: a file renamed
+    /// or copied in with its old mtime is new too); older ones are files `index` skipped
+    /// (too large, too slow to parse). Every directory walked, and every indexed file's directory, is
+    /// watched (when there is a watch).
     fn walk_new(&mut self, root: &Path, store: &Store, stored: &BTreeMap<String, String>) {
         let written = std::fs::metadata(store.path()).and_then(|m| m.modified()).ok();
-        let (files, _) = crate::index::walk(root, false);
+        let (files, _, walked_dirs) = crate::index::walk_with_dirs(root, false);
         let mut dirs: std::collections::BTreeSet<PathBuf> = std::collections::BTreeSet::from([root.to_path_buf()]);
         self.new_files.clear();
         for f in files {
@@ -250,7 +324,7 @@ impl Freshness {
                 d = p.parent();
             }
             if !stored.contains_key(&f.rel) {
-                let modified = std::fs::metadata(&f.abs).and_then(|m| m.modified()).ok();
+                let modified = std::fs::metadata(&f.abs).ok().and_then(|m| changed_at(&m));
                 let after = match (modified, written) {
                     (Some(m), Some(w)) => m > w,
                     _ => true,
@@ -258,6 +332,16 @@ impl Freshness {
                 if after {
                     self.new_files.push(f.rel);
                 }
+            }
+        }
+        if let Some(w) = self.watch.as_mut() {
+            // Indexed files outside the walk (a vendored directory indexed on request).
+            let parents: std::collections::BTreeSet<PathBuf> =
+                stored.keys().filter_map(|p| root.join(p).parent().map(Path::to_path_buf)).collect();
+            let all = walked_dirs.iter().map(PathBuf::as_path).chain(parents.iter().map(PathBuf::as_path));
+            if !w.add_dirs(all) {
+                // The kernel's limit on watches: back to a `stat` per file on every call.
+                self.watch = None;
             }
         }
         self.dirs =
@@ -270,19 +354,49 @@ impl Freshness {
         self.fingerprint.as_deref()
     }
 
-    fn hash_of(&mut self, path: &Path, meta: Option<std::fs::Metadata>) -> Option<String> {
-        let m = meta?;
+    fn hash_of(&mut self, path: PathBuf, meta: Option<std::fs::Metadata>) -> Option<String> {
+        let Some(m) = meta else {
+            self.seen.remove(&path);
+            return None;
+        };
         let key = (m.modified().ok(), m.len());
-        if let Some((t, l, h)) = self.seen.get(path) {
+        if let Some((t, l, h)) = self.seen.get(&path) {
             if (*t, *l) == key {
                 return Some(h.clone());
             }
         }
         // Through the confinement rule: a file swapped for a symlink out or a FIFO is "changed".
         let root = self.root.as_deref()?;
-        let bytes = crate::confine::read_regular(root, path).ok()?;
+        let Ok(bytes) = crate::confine::read_regular(root, &path) else {
+            self.seen.remove(&path);
+            return None;
+        };
         let h = crate::extract::content_hash(&bytes);
-        self.seen.insert(path.to_path_buf(), (key.0, key.1, h.clone()));
+        self.seen.insert(path, (key.0, key.1, h.clone()));
         Some(h)
     }
+}
+
+/// When a file last changed: its mtime, or on Unix its status-change time when later (a
+/// rename or a `cp -p` keeps the mtime but not the ctime).
+fn changed_at(m: &std::fs::Metadata) -> Option<std::time::SystemTime> {
+    #[cfg(unix)]
+    let ctime = {
+        use std::os::unix::fs::MetadataExt;
+        u64::try_from(m.ctime())
+            .ok()
+            .map(|s| std::time::UNIX_EPOCH + std::time::Duration::new(s, u32::try_from(m.ctime_nsec()).unwrap_or(0)))
+    };
+    #[cfg(not(unix))]
+    let ctime = None;
+    m.modified().ok().max(ctime)
+}
+
+/// How much a freshness check looks at again.
+#[derive(Clone, Copy)]
+enum Mode {
+    /// Every indexed file's `stat`.
+    Stat,
+    /// Under a watch: only the files it named (dropped from `seen`) and, when `walk`, the tree.
+    Watched { walk: bool },
 }

@@ -243,6 +243,86 @@ fn missing_and_stale_index_say_how_to_fix() {
 }
 
 #[test]
+fn the_freshness_watch_sees_each_change_at_the_next_call() {
+    let dir = copy_tree(&fixture("python/shop"));
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::create_dir(root.join("docs")).unwrap();
+    std::fs::write(root.join("docs/readme.txt"), "notes\n").unwrap();
+    index_with(&root, 1, true);
+    let reg = tools::all();
+    let ctx = ToolContext::new(&root).unwrap();
+    let stale = || {
+        let out = reg.call(&ctx, "callers", json!({"name": "round_money"}));
+        assert!(!out.is_error, "{}", out.value);
+        out.value.get("stale").map(|s| s["files"].clone()).unwrap_or(json!([]))
+    };
+    assert_eq!(stale(), json!([]));
+    assert_eq!(stale(), json!([]), "asked again, nothing changed");
+
+    // A source file in a directory that held none: seen at once, not after a timed re-walk.
+    std::fs::write(root.join("docs/conf.py"), "X = 1\n").unwrap();
+    assert_eq!(stale(), json!(["docs/conf.py (new)"]));
+    std::fs::remove_file(root.join("docs/conf.py")).unwrap();
+    assert_eq!(stale(), json!([]));
+
+    // New directories, two deep, made after the watch was set up.
+    std::fs::create_dir_all(root.join("core/sub/deeper")).unwrap();
+    std::fs::write(root.join("core/sub/deeper/m.py"), "Y = 2\n").unwrap();
+    assert_eq!(stale(), json!(["core/sub/deeper/m.py (new)"]));
+    std::fs::write(root.join("core/sub/deeper/m.py"), "Y = 3\n").unwrap();
+    assert_eq!(stale(), json!(["core/sub/deeper/m.py (new)"]));
+    std::fs::remove_dir_all(root.join("core/sub")).unwrap();
+    assert_eq!(stale(), json!([]));
+
+    // An edit that keeps the size and puts the mtime back is still a change.
+    let pricing = root.join("core/pricing.py");
+    let before = std::fs::read(&pricing).unwrap();
+    let mtime = std::fs::metadata(&pricing).unwrap().modified().unwrap();
+    let mut edited = before.clone();
+    let i = edited.iter().position(|b| b.is_ascii_lowercase()).unwrap();
+    edited[i] = if edited[i] == b'z' { b'y' } else { b'z' };
+    std::fs::write(&pricing, &edited).unwrap();
+    std::fs::File::options().write(true).open(&pricing).unwrap().set_modified(mtime).unwrap();
+    assert_eq!(stale(), json!(["core/pricing.py (modified)"]));
+
+    // A rename away is a deletion and a new file; back, and the old content: fresh again.
+    std::fs::rename(&pricing, root.join("core/pricing2.py")).unwrap();
+    assert_eq!(stale(), json!(["core/pricing.py (deleted)", "core/pricing2.py (new)"]));
+    std::fs::rename(root.join("core/pricing2.py"), &pricing).unwrap();
+    std::fs::write(&pricing, &before).unwrap();
+    assert_eq!(stale(), json!([]));
+}
+
+/// A directory watch sees writes made through a path in that directory only: not one
+/// through a hard link elsewhere, nor one another NFS client or the Windows side of a
+/// WSL mount makes. Even under a watch, every file is `stat`ed again after 5 seconds.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_change_the_watch_cannot_see_is_found_by_the_next_full_look() {
+    let dir = copy_tree(&fixture("python/shop"));
+    let root = dir.path().canonicalize().unwrap();
+    index_with(&root, 1, true);
+    let reg = tools::all();
+    let ctx = ToolContext::new(&root).unwrap();
+    let stale = || {
+        let out = reg.call(&ctx, "callers", json!({"name": "round_money"}));
+        assert!(!out.is_error, "{}", out.value);
+        out.value.get("stale").map(|s| s["files"].clone()).unwrap_or(json!([]))
+    };
+    assert_eq!(stale(), json!([]));
+    let elsewhere = tempfile::tempdir_in(root.parent().unwrap()).unwrap();
+    let link = elsewhere.path().join("pricing.py");
+    std::fs::hard_link(root.join("core/pricing.py"), &link).unwrap();
+    assert_eq!(stale(), json!([]));
+    let mut text = std::fs::read_to_string(&link).unwrap();
+    text.push_str("\n# edited through a link outside the tree\n");
+    std::fs::write(&link, text).unwrap();
+    assert_eq!(stale(), json!([]), "the watch saw nothing (if this fails, it sees more than it did)");
+    std::thread::sleep(std::time::Duration::from_millis(5300));
+    assert_eq!(stale(), json!(["core/pricing.py (modified)"]));
+}
+
+#[test]
 fn long_outputs_are_bounded_and_paged() {
     let s = shop();
     let body: String = (1..=1200).map(|i| format!("value_{i} = {i}  # marker\n")).collect();
