@@ -242,6 +242,13 @@ fn missing_and_stale_index_say_how_to_fix() {
     assert!(!out.is_error && out.value.get("stale").is_none(), "a skipped file is not a change: {}", out.value);
 }
 
+/// The files a graph tool's answer reports as changed since the index (`[]` when none).
+fn stale_files(reg: &Registry, ctx: &ToolContext) -> Value {
+    let out = reg.call(ctx, "callers", json!({"name": "round_money"}));
+    assert!(!out.is_error, "{}", out.value);
+    out.value.get("stale").map(|s| s["files"].clone()).unwrap_or(json!([]))
+}
+
 #[test]
 fn the_freshness_watch_sees_each_change_at_the_next_call() {
     let dir = copy_tree(&fixture("python/shop"));
@@ -249,13 +256,8 @@ fn the_freshness_watch_sees_each_change_at_the_next_call() {
     std::fs::create_dir(root.join("docs")).unwrap();
     std::fs::write(root.join("docs/readme.txt"), "notes\n").unwrap();
     index_with(&root, 1, true);
-    let reg = tools::all();
-    let ctx = ToolContext::new(&root).unwrap();
-    let stale = || {
-        let out = reg.call(&ctx, "callers", json!({"name": "round_money"}));
-        assert!(!out.is_error, "{}", out.value);
-        out.value.get("stale").map(|s| s["files"].clone()).unwrap_or(json!([]))
-    };
+    let (reg, ctx) = (tools::all(), ToolContext::new(&root).unwrap());
+    let stale = || stale_files(&reg, &ctx);
     assert_eq!(stale(), json!([]));
     assert_eq!(stale(), json!([]), "asked again, nothing changed");
 
@@ -302,13 +304,8 @@ fn a_change_the_watch_cannot_see_is_found_by_the_next_full_look() {
     let dir = copy_tree(&fixture("python/shop"));
     let root = dir.path().canonicalize().unwrap();
     index_with(&root, 1, true);
-    let reg = tools::all();
-    let ctx = ToolContext::new(&root).unwrap();
-    let stale = || {
-        let out = reg.call(&ctx, "callers", json!({"name": "round_money"}));
-        assert!(!out.is_error, "{}", out.value);
-        out.value.get("stale").map(|s| s["files"].clone()).unwrap_or(json!([]))
-    };
+    let (reg, ctx) = (tools::all(), ToolContext::new(&root).unwrap());
+    let stale = || stale_files(&reg, &ctx);
     assert_eq!(stale(), json!([]));
     let elsewhere = tempfile::tempdir_in(root.parent().unwrap()).unwrap();
     let link = elsewhere.path().join("pricing.py");
