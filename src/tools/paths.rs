@@ -308,8 +308,8 @@ impl Freshness {
     /// Walk the tree for source files the index does not hold. One that changed after the
     /// index was written is new (its content, or on Unix its name or place: a file renamed
     /// or copied in with its old mtime is new too); older ones are files `index` skipped
-    /// (too large, too slow to parse). Every directory walked, and every indexed file's directory, is
-    /// watched (when there is a watch).
+    /// (too large, too slow to parse). Every directory walked, and every indexed file's
+    /// directory, is watched (when there is a watch).
     fn walk_new(&mut self, root: &Path, store: &Store, stored: &BTreeMap<String, String>) {
         let written = std::fs::metadata(store.path()).and_then(|m| m.modified()).ok();
         let (files, _, walked_dirs) = crate::index::walk_with_dirs(root, false);

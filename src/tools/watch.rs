@@ -45,11 +45,11 @@ impl Watch {
     }
 }
 
-/// Does an event on this file name change what the walk finds (a source file appearing
-/// or going, an ignore rule changing)?
-fn changes_walk(name: &Path) -> bool {
-    crate::lang::Lang::of_path(name).is_some()
-        || matches!(name.file_name().and_then(|n| n.to_str()), Some(".gitignore" | ".ignore"))
+/// Does an event on this file change what the walk finds? A source file appearing or
+/// going (`appears_or_goes`), or any change to an ignore file.
+fn changes_walk(path: &Path, appears_or_goes: bool) -> bool {
+    (appears_or_goes && crate::lang::Lang::of_path(path).is_some())
+        || matches!(path.file_name().and_then(|n| n.to_str()), Some(".gitignore" | ".ignore"))
 }
 
 #[cfg(target_os = "linux")]
@@ -69,6 +69,9 @@ mod linux {
         watched: std::collections::HashSet<PathBuf>,
         /// A watch the kernel refused (the per-user limit): events may be missed.
         failed: bool,
+        /// The read buffer, kept between calls (a check runs before every tool call);
+        /// `u64`s so it is aligned for `inotify_event`.
+        buf: Vec<u64>,
     }
 
     const MASK: u32 = libc::IN_MODIFY
@@ -89,7 +92,7 @@ mod linux {
             if fd < 0 {
                 return None;
             }
-            Some(Watch { fd, dirs: HashMap::new(), watched: Default::default(), failed: false })
+            Some(Watch { fd, dirs: HashMap::new(), watched: Default::default(), failed: false, buf: vec![0; 8192] })
         }
 
         /// Watch these directories (those already watched are skipped). `false` when the
@@ -119,8 +122,7 @@ mod linux {
         /// Every event queued since the last call, without blocking.
         pub(crate) fn drain(&mut self) -> Changes {
             let mut out = Changes { lost: self.failed, ..Default::default() };
-            // Aligned for `inotify_event`; large enough for many events per read.
-            let mut buf = vec![0u64; 8192];
+            let mut buf = std::mem::take(&mut self.buf);
             loop {
                 let bytes = buf.len() * 8;
                 // SAFETY: the buffer is valid for `bytes` bytes and owned for the call.
@@ -143,6 +145,7 @@ mod linux {
                 let raw = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), n as usize) };
                 self.parse(raw, &mut out);
             }
+            self.buf = buf;
             out
         }
 
@@ -185,10 +188,7 @@ mod linux {
                     }
                     continue;
                 }
-                if appears_or_goes && changes_walk(&path) {
-                    out.walk = true;
-                }
-                if matches!(path.file_name().and_then(|n| n.to_str()), Some(".gitignore" | ".ignore")) {
+                if changes_walk(&path, appears_or_goes) {
                     out.walk = true;
                 }
                 out.files.push(path);
