@@ -110,18 +110,23 @@ fn check_type(meta: &std::fs::Metadata) -> Result<(), Refused> {
 /// way, so this costs no path resolution. A symlink the walk followed goes through
 /// [`open_regular`].
 pub fn open_walked(root: &Path, e: &ignore::DirEntry) -> Result<File, Refused> {
-    if e.path_is_symlink() {
-        return open_regular(root, e.path());
+    open_walked_path(root, e.path(), e.path_is_symlink())
+}
+
+/// [`open_walked`] for an entry kept as its path and whether it was a symlink.
+pub fn open_walked_path(root: &Path, path: &Path, is_symlink: bool) -> Result<File, Refused> {
+    if is_symlink {
+        return open_regular(root, path);
     }
     use std::os::unix::fs::OpenOptionsExt;
     let opened = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW)
-        .open(e.path());
+        .open(path);
     let f = match opened {
         Ok(f) => f,
         // Swapped for a symlink since the walk: by the rule, as any link.
-        Err(err) if err.raw_os_error() == Some(libc::ELOOP) => return open_regular(root, e.path()),
+        Err(err) if err.raw_os_error() == Some(libc::ELOOP) => return open_regular(root, path),
         Err(err) => return Err(Refused::Io(err)),
     };
     check_type(&f.metadata().map_err(Refused::Io)?)?;

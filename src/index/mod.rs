@@ -144,6 +144,8 @@ pub struct SourceFile {
     pub abs: PathBuf,
     pub rel: String,
     pub lang: Lang,
+    /// The walk met it as a symlink (one that stays inside the root).
+    pub link: bool,
 }
 
 /// Walk `root` honouring .gitignore; source files sorted by relative path, plus what the
@@ -183,7 +185,9 @@ pub fn walk_with_dirs(root: &Path, include_vendored: bool) -> (Vec<SourceFile>, 
             continue;
         }
         match e.file_type() {
-            Some(t) if t.is_file() => files.push(SourceFile { abs: path.to_path_buf(), rel, lang }),
+            Some(t) if t.is_file() => {
+                files.push(SourceFile { abs: path.to_path_buf(), rel, lang, link: e.path_is_symlink() })
+            }
             Some(t) if t.is_dir() => {}
             Some(t) => {
                 let kind = crate::confine::special_kind(&t).unwrap_or("unknown type");
@@ -273,6 +277,12 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
     // What a killed run left behind (a half-written graph or keyword index) goes, full
     // run or incremental: under the lock, no other run of this repository is writing.
     store::remove_dead_temps(&state);
+    // The walk (one thread: it sorts, follows links, checks loops) runs while the stored
+    // index is opened and its facts decoded.
+    let walker = {
+        let (root, vendored) = (root.clone(), opts.include_vendored);
+        std::thread::spawn(move || walk(&root, vendored))
+    };
 
     let mut rebuilt_because = None;
     let existing = if opts.full {
@@ -303,11 +313,13 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
         },
         None => (None, Vec::new()),
     };
+    let opened = started.elapsed().as_secs_f64();
     // Unchanged files' facts are moved, not copied, into this run's list.
     let old_by_path: HashMap<&str, (usize, &str)> =
         old_facts.iter().enumerate().map(|(i, f)| (f.path.as_str(), (i, f.hash.as_str()))).collect();
 
-    let (files, mut skipped) = walk(&root, opts.include_vendored);
+    let (files, mut skipped) =
+        walker.join().map_err(|_| IndexError::Store(StoreError::Db("the walk panicked".into())))?;
     let pool = pool(opts.threads)?;
     let threads = pool.current_num_threads();
     let pb = progress_bar(opts.progress, files.len());
@@ -333,7 +345,8 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
         *phases.entry(name.to_string()).or_insert(0.0) += lap.elapsed().as_secs_f64();
         lap = Instant::now();
     };
-    phases.insert("1 walk, read, parse".into(), started.elapsed().as_secs_f64());
+    phases.insert("0 open the stored index".into(), opened);
+    phases.insert("1 walk, read, parse".into(), started.elapsed().as_secs_f64() - opened);
 
     let mut old_slots: Vec<Option<FileFacts>> = Vec::new();
     let mut new_facts = Vec::with_capacity(results.len());
@@ -380,10 +393,6 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
         Some(store) => {
             // Counts kept by the previous run; an index without them is counted afresh.
             let stored: Option<Counts> = store.meta("counts")?.and_then(|j| serde_json::from_str(&j).ok());
-            // The old tree: the unchanged files (the same facts) and the old versions.
-            let mut old_refs: Vec<&FileFacts> =
-                new_facts.iter().zip(&fresh).filter(|(_, &f)| !f).map(|(f, _)| f).chain(&old_changed).collect();
-            old_refs.sort_by(|a, b| a.path.cmp(&b.path));
             if parsed == 0 && removed == 0 {
                 let counts = match &stored {
                     Some(c) => c.clone(),
@@ -407,7 +416,7 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
                             .map(|f| f.path.as_str())
                             .chain(old_changed.iter().map(|f| f.path.as_str()))
                             .collect();
-                        let (old_part, new_part) = resolve_affected(&store, old_refs, &new_facts, &paths)?;
+                        let (old_part, new_part) = resolve_affected(&store, &old_changed, &new_facts, &paths)?;
                         counts.add(&Counts::of(&old_part), -1);
                         counts.add(&Counts::of(&new_part), 1);
                         (old_part, new_part, counts)
@@ -415,6 +424,15 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
                     None => {
                         let new_rows = resolve(&new_facts);
                         let counts = Counts::of(&new_rows);
+                        // The old tree: the unchanged files (the same facts) and the old versions.
+                        let mut old_refs: Vec<&FileFacts> = new_facts
+                            .iter()
+                            .zip(&fresh)
+                            .filter(|(_, &f)| !f)
+                            .map(|(f, _)| f)
+                            .chain(&old_changed)
+                            .collect();
+                        old_refs.sort_by(|a, b| a.path.cmp(&b.path));
                         (crate::resolve::resolve_world(&crate::resolve::World::of(old_refs)), new_rows, counts)
                     }
                 };
@@ -500,17 +518,28 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
 /// affected files are, and the stored graph (unchanged there) elsewhere.
 fn resolve_affected(
     store: &store::Store,
-    old: Vec<&FileFacts>,
+    old_changed: &[FileFacts],
     new: &[FileFacts],
     changed: &BTreeSet<&str>,
 ) -> Result<(Rows, Rows), IndexError> {
     use crate::resolve::{affected, resolve_files, test_reach, World, TEST_REACH_CONFIDENCE, TEST_REACH_DEPTH};
-    // The two worlds are built at once: each is a pass over every file's facts.
-    let (old_w, new_w) = rayon::join(|| World::of(old), || World::new(new));
-    let (old, new) = (&old_w.files, &new_w.files);
-    let (ao, an) = affected::affected(&old_w, &new_w, changed);
-    let mut old_part = resolve_files(&old_w, &ao);
+    let new_w = World::new(new);
+    let old_changed: Vec<&FileFacts> = old_changed.iter().collect();
+    let (old_paths, an) = affected::affected(&old_changed, &new_w, changed, |ids| store.inheriting(ids))?;
+    // The old rows of the affected files are read from the index, not resolved again.
+    let old_paths: Vec<&str> = old_paths.iter().map(String::as_str).collect();
+    let mut old_part = store.rows_of_files(&old_paths)?;
     let mut new_part = resolve_files(&new_w, &an);
+    // The old tree's affected files: the old versions of the changed ones, the others as
+    // they are in the new tree.
+    let old_files: Vec<&FileFacts> = old_paths
+        .iter()
+        .filter_map(|p| {
+            old_changed.iter().copied().find(|f| f.path == *p).or_else(|| new_w.file_by_path(p).map(|i| new_w.file(i)))
+        })
+        .collect();
+    let (old, new) = (&old_files, &new_w.files);
+    let ao: Vec<u32> = (0..old_files.len() as u32).collect();
 
     let ids = |facts: &[&FileFacts], which: &[u32]| -> Vec<String> {
         which.iter().flat_map(|&i| facts[i as usize].entities.iter().map(|e| e.id.clone())).collect()
@@ -559,7 +588,8 @@ fn resolve_affected(
     let tests_of = |facts: &[&FileFacts]| -> HashSet<String> {
         facts.iter().flat_map(|f| f.entities.iter().filter(|e| e.is_test).map(|e| e.id.clone())).collect()
     };
-    let (old_tests, new_tests) = (tests_of(old), tests_of(new));
+    // The old tree's tests: the new tree's in unchanged files, and the old versions'.
+    let (old_tests, new_tests) = (tests_of(&old_changed), tests_of(new));
     let affected_tests: Vec<&str> =
         candidates.iter().map(String::as_str).filter(|c| old_tests.contains(*c) || new_tests.contains(*c)).collect();
     old_part.test_of = store.test_of_rows(&affected_tests)?;
@@ -629,17 +659,20 @@ fn extract_or_reuse(
     parsed: &AtomicUsize,
 ) -> Result<Got, Skip> {
     let skip = |reason: String| Skip { path: sf.rel.clone(), reason };
-    let meta = std::fs::metadata(&sf.abs).map_err(|e| skip(crate::confine::io_reason(&e)))?;
-    if !meta.is_file() {
-        return Err(skip("not a regular file".into()));
-    }
-    if meta.len() > limits.max_bytes {
-        return Err(skip(format!("too large: {} bytes, limit {} (--max-file-bytes)", meta.len(), limits.max_bytes)));
-    }
-    let bytes = crate::confine::read_regular(canon_root, &sf.abs).map_err(|e| match e {
+    let refused = |e: crate::confine::Refused| match e {
         crate::confine::Refused::Io(e) => skip(crate::confine::io_reason(&e)),
         other => skip(other.to_string()),
-    })?;
+    };
+    // Opened as the walk met it (no path resolution for a plain entry), and checked to
+    // be a regular file on the descriptor; its size from the same descriptor.
+    let mut file = crate::confine::open_walked_path(canon_root, &sf.abs, sf.link).map_err(refused)?;
+    let len = file.metadata().map_err(|e| skip(crate::confine::io_reason(&e)))?.len();
+    if len > limits.max_bytes {
+        return Err(skip(format!("too large: {len} bytes, limit {} (--max-file-bytes)", limits.max_bytes)));
+    }
+    let mut bytes = Vec::with_capacity(len as usize + 1);
+    std::io::Read::read_to_end(&mut file, &mut bytes).map_err(|e| skip(crate::confine::io_reason(&e)))?;
+    drop(file);
     let hash = content_hash(&bytes);
     if let Some(&(i, old_hash)) = old.get(sf.rel.as_str()) {
         if old_hash == hash {

@@ -24,7 +24,7 @@
 //! the type as other files see it: the types that inherit from it are affected when it
 //! changes. The test "incremental equals full" checks the rule on every relation.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::World;
 use crate::extract::FileFacts;
@@ -248,91 +248,120 @@ fn changed_names<'a>(old: Option<&'a FileFacts>, new: Option<&'a FileFacts>, nam
     }
 }
 
-/// The files to resolve again, as indices into the old and the new file lists (both
-/// worlds are built over all files). `changed` are the paths added, changed or removed.
-pub fn affected(old: &World, new: &World, changed: &BTreeSet<&str>) -> (Vec<u32>, Vec<u32>) {
+/// A type of the old tree that inherits, directly or not, from a redefined type: its
+/// file's path, its id and its name.
+pub struct Inheriting {
+    pub path: String,
+    pub id: String,
+    pub name: String,
+}
+
+/// The files to resolve again: the paths of the old tree's, and indices into the new
+/// world's files. `old_changed` are the old versions of the changed and removed files
+/// (the old tree's other files are the new world's unchanged ones); `changed` are the
+/// paths added, changed or removed. `old_inheriting` gives, for the ids of the redefined
+/// types, the old tree's types that inherit from them (the stored `inherits` rows
+/// walked back): the old tree is never resolved again.
+pub fn affected<'a, E>(
+    old_changed: &[&'a FileFacts],
+    new: &World<'a>,
+    changed: &BTreeSet<&str>,
+    old_inheriting: impl FnOnce(&[&str]) -> Result<Vec<Inheriting>, E>,
+) -> Result<(BTreeSet<String>, Vec<u32>), E> {
+    let old_by_path: HashMap<&str, &FileFacts> = old_changed.iter().map(|f| (f.path.as_str(), *f)).collect();
     let mut names: HashSet<&str> = HashSet::new();
     let mut redefined: HashSet<&str> = HashSet::new();
     for path in changed {
-        let o = old.file_by_path(path).map(|i| old.file(i));
+        let o = old_by_path.get(path).copied();
         let n = new.file_by_path(path).map(|i| new.file(i));
         changed_names(o, n, &mut names);
         redefined_types(o, n, &mut redefined);
     }
-    // Types inheriting, in either world, from a redefined type: their members and bases
+    // Types inheriting, in either tree, from a redefined type: their members and bases
     // are looked up through it.
-    let mut inheriting: BTreeSet<&str> = BTreeSet::new();
+    let mut inheriting: BTreeSet<String> = BTreeSet::new();
+    let old_types: Vec<Inheriting>;
     if !redefined.is_empty() {
+        let mut ids: Vec<&str> = redefined.iter().copied().collect();
+        ids.sort_unstable();
+        old_types = old_inheriting(&ids)?;
         let mut inheriting_types: HashSet<&str> = HashSet::new();
-        for w in [old, new] {
-            for &ty in w.bases.keys() {
-                if w.ancestors(ty).iter().any(|&a| redefined.contains(w.entity(a).id.as_str())) {
-                    inheriting.insert(w.file(ty.0).path.as_str());
-                    names.insert(w.entity(ty).name.as_str());
-                    inheriting_types.insert(w.entity(ty).id.as_str());
-                }
+        for t in &old_types {
+            inheriting.insert(t.path.clone());
+            names.insert(t.name.as_str());
+            inheriting_types.insert(t.id.as_str());
+        }
+        for &ty in new.bases.keys() {
+            if new.ancestors(ty).iter().any(|&a| redefined.contains(new.entity(a).id.as_str())) {
+                inheriting.insert(new.file(ty.0).path.clone());
+                names.insert(new.entity(ty).name.as_str());
+                inheriting_types.insert(new.entity(ty).id.as_str());
             }
         }
         // Python's fallback folds an override into the method it overrides: which
         // candidates fold depends on the bases, so the member names of those types change.
-        for w in [old, new] {
-            for f in &w.files {
-                for e in &f.entities {
-                    let Some(p) = e.parent else { continue };
-                    let pid = f.entities[p as usize].id.as_str();
-                    if redefined.contains(pid) || inheriting_types.contains(pid) {
-                        names.insert(e.name.as_str());
-                    }
+        for f in new.files.iter().chain(old_changed) {
+            for e in &f.entities {
+                let Some(p) = e.parent else { continue };
+                let pid = f.entities[p as usize].id.as_str();
+                if redefined.contains(pid) || inheriting_types.contains(pid) {
+                    names.insert(e.name.as_str());
                 }
             }
         }
     }
     // A file that uses a changed name is affected; so are the names it passes on from a
-    // changed one (`from c import y as x`, `x = c.y`): to a fixpoint.
-    let mut picked: Vec<Vec<bool>> = Vec::new();
-    for w in [old, new] {
-        picked.push(
-            w.files.iter().map(|f| changed.contains(f.path.as_str()) || inheriting.contains(f.path.as_str())).collect(),
-        );
-    }
+    // changed one (`from c import y as x`, `x = c.y`): to a fixpoint. The old tree's
+    // unchanged files are the new world's: only the old versions of the changed files
+    // are looked at besides (and they are affected anyway).
+    let files: Vec<&FileFacts> = new.files.iter().copied().chain(old_changed.iter().copied()).collect();
+    let mut picked: Vec<bool> =
+        files.iter().map(|f| changed.contains(f.path.as_str()) || inheriting.contains(&f.path)).collect();
     if !names.is_empty() {
-        let used: Vec<Vec<HashSet<&str>>> =
-            [old, new].iter().map(|w| w.files.iter().map(|f| uses(f)).collect()).collect();
+        let used: Vec<HashSet<&str>> = files.iter().map(|f| uses(f)).collect();
         loop {
             let before = names.len();
-            for (wi, w) in [old, new].into_iter().enumerate() {
-                for (fi, f) in w.files.iter().enumerate() {
-                    if !picked[wi][fi] {
-                        if !used[wi][fi].iter().any(|n| names.contains(n)) {
-                            continue;
-                        }
-                        picked[wi][fi] = true;
+            for (fi, f) in files.iter().enumerate() {
+                if !picked[fi] {
+                    if !used[fi].iter().any(|n| names.contains(n)) {
+                        continue;
                     }
-                    let mut passed: Vec<&str> = Vec::new();
-                    for i in &f.imports {
-                        let whole = i.name.is_empty() || i.name == "*";
-                        let binds_changed = pieces(&i.name).any(|p| names.contains(p))
-                            || (whole && pieces(&i.module).last().is_some_and(|m| names.contains(m)));
-                        if binds_changed {
-                            passed.extend(pieces(&i.name));
-                            passed.extend(pieces(&i.alias));
-                        }
-                    }
-                    for v in &f.vars {
-                        if pieces(&v.ty).any(|p| names.contains(p)) {
-                            passed.extend(visible_name(f, v));
-                        }
-                    }
-                    names.extend(passed);
+                    picked[fi] = true;
                 }
+                let mut passed: Vec<&str> = Vec::new();
+                for i in &f.imports {
+                    let whole = i.name.is_empty() || i.name == "*";
+                    let binds_changed = pieces(&i.name).any(|p| names.contains(p))
+                        || (whole && pieces(&i.module).last().is_some_and(|m| names.contains(m)));
+                    if binds_changed {
+                        passed.extend(pieces(&i.name));
+                        passed.extend(pieces(&i.alias));
+                    }
+                }
+                for v in &f.vars {
+                    if pieces(&v.ty).any(|p| names.contains(p)) {
+                        passed.extend(visible_name(f, v));
+                    }
+                }
+                names.extend(passed);
             }
             if names.len() == before {
                 break;
             }
         }
     }
-    let indices = |p: &[bool]| p.iter().enumerate().filter(|(_, &x)| x).map(|(i, _)| i as u32).collect::<Vec<u32>>();
-    (indices(&picked[0]), indices(&picked[1]))
+    let n_new = new.files.len();
+    let an: Vec<u32> = (0..n_new).filter(|&i| picked[i]).map(|i| i as u32).collect();
+    // The old tree's affected files: its unchanged ones picked (as in the new world) and
+    // the old versions of the changed ones.
+    let mut ao: BTreeSet<String> = an
+        .iter()
+        .map(|&i| new.files[i as usize])
+        .filter(|f| !changed.contains(f.path.as_str()))
+        .map(|f| f.path.clone())
+        .collect();
+    ao.extend(old_changed.iter().map(|f| f.path.clone()));
+    Ok((ao, an))
 }
 
 #[cfg(test)]

@@ -185,63 +185,102 @@ impl<'a> World<'a> {
     /// The same over borrowed facts (sorted by path): an incremental run's old world is
     /// mostly the new one's unchanged files.
     pub fn of(files: Vec<&'a FileFacts>) -> World<'a> {
-        let list = files.clone();
-        let mut w = World {
-            files,
-            child_index: FxHashMap::default(),
-            by_path: FxHashMap::default(),
-            py_modules: FxHashMap::default(),
-            java_types: FxHashMap::default(),
-            free_by_name: FxHashMap::default(),
-            methods_by_name: FxHashMap::default(),
-            bases: FxHashMap::default(),
-            py_vars: FxHashMap::default(),
-            py_self_attrs: FxHashMap::default(),
-        };
-        for (fi, &f) in list.iter().enumerate() {
-            let fi = fi as u32;
-            w.by_path.insert(f.path.as_str(), fi);
-            for (ei, e) in f.entities.iter().enumerate() {
-                if let Some(p) = e.parent {
-                    w.child_index.entry(((fi, p), e.name.as_str())).or_default().push(ei as u32);
-                }
-                let key = (f.lang, e.name.as_str());
-                match e.kind {
-                    Kind::Function | Kind::Class | Kind::Interface | Kind::Enum => {
-                        w.free_by_name.entry(key).or_default().push((fi, ei as u32))
+        let list = &files;
+        let entities: usize = list.iter().map(|f| f.entities.len()).sum();
+        let vars: usize = list.iter().filter(|f| f.lang == Lang::Python).map(|f| f.vars.len()).sum();
+        // Three independent groups of tables, built at once (each a pass over the files).
+        let names = || {
+            let mut by_path = FxHashMap::with_capacity_and_hasher(list.len(), Default::default());
+            let mut child_index: FxHashMap<(ERef, &str), Vec<u32>> =
+                FxHashMap::with_capacity_and_hasher(entities, Default::default());
+            for (fi, &f) in list.iter().enumerate() {
+                let fi = fi as u32;
+                by_path.insert(f.path.as_str(), fi);
+                for (ei, e) in f.entities.iter().enumerate() {
+                    if let Some(p) = e.parent {
+                        child_index.entry(((fi, p), e.name.as_str())).or_default().push(ei as u32);
                     }
-                    Kind::Method => w.methods_by_name.entry(key).or_default().push((fi, ei as u32)),
-                    _ => {}
                 }
             }
-            if f.lang == Lang::Python {
+            (by_path, child_index)
+        };
+        let globals = || {
+            let mut free_by_name: FxHashMap<(Lang, &str), Vec<ERef>> = FxHashMap::default();
+            let mut methods_by_name: FxHashMap<(Lang, &str), Vec<ERef>> = FxHashMap::default();
+            let mut py_modules = FxHashMap::default();
+            let mut java_types = FxHashMap::default();
+            for (fi, &f) in list.iter().enumerate() {
+                let fi = fi as u32;
+                for (ei, e) in f.entities.iter().enumerate() {
+                    let key = (f.lang, e.name.as_str());
+                    match e.kind {
+                        Kind::Function | Kind::Class | Kind::Interface | Kind::Enum => {
+                            free_by_name.entry(key).or_default().push((fi, ei as u32))
+                        }
+                        Kind::Method => methods_by_name.entry(key).or_default().push((fi, ei as u32)),
+                        _ => {}
+                    }
+                }
+                match f.lang {
+                    Lang::Python => python::register_module(&mut py_modules, &f.path, fi),
+                    Lang::Java => java::register_types(&mut java_types, f, fi),
+                    Lang::TypeScript => {}
+                }
+            }
+            (free_by_name, methods_by_name, py_modules, java_types)
+        };
+        let bindings = || {
+            let mut py_vars: FxHashMap<(ERef, &str), Vec<u32>> =
+                FxHashMap::with_capacity_and_hasher(vars, Default::default());
+            let mut py_self_attrs: FxHashMap<(ERef, &str), Vec<(ERef, u32)>> = FxHashMap::default();
+            for (fi, &f) in list.iter().enumerate().filter(|(_, f)| f.lang == Lang::Python) {
+                let fi = fi as u32;
                 for (vi, v) in f.vars.iter().enumerate() {
-                    w.py_vars.entry(((fi, v.owner), v.name.as_str())).or_default().push(vi as u32);
+                    py_vars.entry(((fi, v.owner), v.name.as_str())).or_default().push(vi as u32);
                     let owner = &f.entities[v.owner as usize];
                     if let (Some(attr), Kind::Method, Some(p)) =
                         (v.name.strip_prefix("self."), owner.kind, owner.parent)
                     {
-                        w.py_self_attrs.entry(((fi, p), attr)).or_default().push(((fi, v.owner), vi as u32));
+                        py_self_attrs.entry(((fi, p), attr)).or_default().push(((fi, v.owner), vi as u32));
                     }
                 }
             }
-            match f.lang {
-                Lang::Python => python::register_module(&mut w.py_modules, &f.path, fi),
-                Lang::Java => java::register_types(&mut w.java_types, f, fi),
-                Lang::TypeScript => {}
-            }
-        }
+            (py_vars, py_self_attrs)
+        };
+        let (
+            (by_path, child_index),
+            ((free_by_name, methods_by_name, py_modules, java_types), (py_vars, py_self_attrs)),
+        ) = rayon::join(names, || rayon::join(globals, bindings));
+        let list = files.clone();
+        let mut w = World {
+            files,
+            child_index,
+            by_path,
+            py_modules,
+            java_types,
+            free_by_name,
+            methods_by_name,
+            bases: FxHashMap::default(),
+            py_vars,
+            py_self_attrs,
+        };
         // Bases need every type known first.
-        let mut bases = FxHashMap::default();
-        for (fi, f) in list.iter().enumerate() {
-            for (ei, e) in f.entities.iter().enumerate() {
-                if e.kind.is_type() && !e.bases.is_empty() {
-                    let r = (fi as u32, ei as u32);
-                    let resolved: Vec<Option<ERef>> = e.bases.iter().map(|b| w.resolve_base(r, b)).collect();
-                    bases.insert(r, resolved);
-                }
-            }
-        }
+        use rayon::prelude::*;
+        let wr = &w;
+        let bases: FxHashMap<ERef, Vec<Option<ERef>>> = list
+            .par_iter()
+            .enumerate()
+            .flat_map_iter(|(fi, f)| {
+                f.entities.iter().enumerate().filter(|(_, e)| e.kind.is_type() && !e.bases.is_empty()).map(
+                    move |(ei, e)| {
+                        let r = (fi as u32, ei as u32);
+                        (r, e.bases.iter().map(|b| wr.resolve_base(r, b)).collect::<Vec<_>>())
+                    },
+                )
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .collect();
         w.bases = bases;
         w
     }

@@ -1,11 +1,17 @@
-//! Cozo's storage engine for the graph: one immutable table file (see `table`).
+//! Cozo's storage engine for the graph: an immutable base table file (see `table`) and
+//! a small delta table beside it.
 //!
-//! Readers take a snapshot of the open table and never lock. A write transaction keeps
-//! its puts and deletes in memory; its commit writes a new table beside the old one,
-//! the old table's untouched blocks copied as they are, renames it over the old one and
-//! swaps it in. A killed commit leaves the old file whole (and a `graph.db.tmp-PID` that
-//! `remove_dead_temps` removes). Readers in other processes keep the file they opened.
-//! Writers are serialized by a lock here and across processes by the index lock.
+//! Readers take a snapshot (base and delta) and never lock. A write transaction keeps
+//! its puts and deletes in memory. Its commit writes the delta again, the old delta's
+//! changes with the transaction's laid over them, as a new file renamed over the old
+//! one: an incremental run writes kilobytes, not the graph. The delta names the base it
+//! applies to (its [`Table::identity`]); a delta that names another base is not read.
+//! When the delta outgrows a sixteenth of the base, the commit folds it into a new base
+//! instead (the old base's untouched blocks copied as they are) and removes the delta.
+//! A killed commit leaves the old files whole (and a temp file that `remove_dead_temps`
+//! removes): renaming a new base over the old one makes the old delta name a base that
+//! no longer exists. Readers in other processes keep the files they opened. Writers are
+//! serialized by a lock here and across processes by the index lock.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -20,8 +26,53 @@ type Tuple = Vec<DataValue>;
 
 struct Inner {
     path: PathBuf,
-    table: RwLock<Arc<Table>>,
+    snap: RwLock<Snapshot>,
     writer: Mutex<()>,
+}
+
+/// What a reader reads: a base table and the delta laid over it.
+#[derive(Clone)]
+struct Snapshot {
+    base: Arc<Table>,
+    delta: Option<Arc<Table>>,
+}
+
+/// The delta's key for the identity of the base it applies to (no Cozo key is empty).
+const BASE_KEY: &[u8] = b"";
+/// A delta value's first byte: a put (the value follows) or a delete.
+const PUT: u8 = 1;
+const DEL: u8 = 0;
+/// A delta of fewer pairs than this is never folded into the base.
+const FOLD_MIN: u64 = 4096;
+
+/// The delta file beside the base table at `path` (`graph.db.delta`).
+pub fn delta_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(".delta");
+    path.with_file_name(name)
+}
+
+/// The delta of `base`, if there is one that applies to it.
+fn open_delta(path: &Path, base: &Table) -> Result<Option<Arc<Table>>, TableError> {
+    let dpath = delta_path(path);
+    let delta = match Table::open(&dpath) {
+        Ok(t) => t,
+        Err(TableError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(TableError::Foreign) => {
+            return Err(TableError::Damaged(format!("{} is not a graph delta", dpath.display())))
+        }
+        Err(e) => return Err(e),
+    };
+    Ok((delta.get(BASE_KEY)?.as_deref() == Some(base.identity()?.as_slice())).then(|| Arc::new(delta)))
+}
+
+/// A delta value: `Some` put, `None` delete.
+fn untag<'v>(path: &Path, v: &'v [u8]) -> std::result::Result<Option<&'v [u8]>, TableError> {
+    match v.split_first() {
+        Some((&PUT, rest)) => Ok(Some(rest)),
+        Some((&DEL, [])) => Ok(None),
+        _ => Err(TableError::Damaged(format!("{}: a delta value with no tag", delta_path(path).display()))),
+    }
 }
 
 /// The graph's storage: cheap to clone, all clones share the open table.
@@ -38,7 +89,7 @@ pub fn table_err(path: &Path, e: TableError) -> miette::Error {
 }
 
 /// Write a new table beside `path` with `write` (given the temp path,
-/// `graph.db.tmp-PID`), then rename it over `path` and fsync the directory so the
+/// `graph.db.tmp-PID` for `graph.db`), then rename it over `path` and fsync the directory so the
 /// rename survives a crash (the writer fsyncs the file itself). On failure the temp file
 /// is removed and `path` is untouched.
 pub fn replace_with<E: From<std::io::Error>>(
@@ -46,7 +97,8 @@ pub fn replace_with<E: From<std::io::Error>>(
     write: impl FnOnce(&Path) -> std::result::Result<(), E>,
 ) -> std::result::Result<(), E> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let tmp = dir.join(format!("graph.db.tmp-{}", std::process::id()));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!("{name}.tmp-{}", std::process::id()));
     // An earlier run of this process that failed half-way.
     if std::fs::symlink_metadata(&tmp).is_ok() {
         std::fs::remove_file(&tmp)?;
@@ -66,25 +118,96 @@ pub fn replace_with<E: From<std::io::Error>>(
 
 impl GraphStorage {
     pub fn open(path: &Path) -> Result<GraphStorage, TableError> {
-        let table = Table::open(path)?;
+        let base = Table::open(path)?;
+        let delta = open_delta(path, &base)?;
         Ok(GraphStorage(Arc::new(Inner {
             path: path.to_path_buf(),
-            table: RwLock::new(Arc::new(table)),
+            snap: RwLock::new(Snapshot { base: Arc::new(base), delta }),
             writer: Mutex::new(()),
         })))
     }
 
-    pub fn table(&self) -> Arc<Table> {
-        self.0.table.read().unwrap_or_else(|e| e.into_inner()).clone()
+    fn snapshot(&self) -> Snapshot {
+        self.0.snap.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Write `base` with `writes` applied (None deletes) as a new file and swap it in.
-    fn merge(&self, base: &Arc<Table>, writes: &BTreeMap<Vec<u8>, Option<Vec<u8>>>) -> Result<(), TableError> {
+    /// The base table.
+    pub fn table(&self) -> Arc<Table> {
+        self.snapshot().base
+    }
+
+    /// The delta over the base, if any.
+    pub fn delta(&self) -> Option<Arc<Table>> {
+        self.snapshot().delta
+    }
+
+    /// Check every block's checksum, the base's and the delta's.
+    pub fn check_sums(&self) -> Result<(), TableError> {
+        let snap = self.snapshot();
+        snap.base.check_sums()?;
+        snap.delta.as_ref().map_or(Ok(()), |d| d.check_sums())
+    }
+
+    /// Commit `writes` (None deletes) over `snap`: a new delta, or, when it would
+    /// outgrow the base's sixteenth (or `fold`), a new base with everything folded in.
+    fn commit(
+        &self,
+        snap: &Snapshot,
+        writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+        fold: bool,
+    ) -> Result<(), TableError> {
         let path = &self.0.path;
-        replace_with(path, |tmp| merge_into(base, writes, tmp))?;
-        let fresh = Table::open(path)?;
-        *self.0.table.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(fresh);
+        let mut all: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+        if let Some(d) = &snap.delta {
+            for pair in d.range(&[0], None) {
+                let (k, v) = pair?;
+                let v = untag(path, &v)?.map(<[u8]>::to_vec);
+                all.insert(k, v);
+            }
+        }
+        all.extend(writes);
+        let dpath = delta_path(path);
+        if fold || all.len() as u64 > FOLD_MIN.max(snap.base.pairs() / 16) {
+            replace_with(path, |tmp| merge_into(&snap.base, &all, tmp))?;
+            // The old delta names the old base: never read again, removed.
+            if let Err(e) = std::fs::remove_file(&dpath) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    return Err(e.into());
+                }
+            }
+        } else {
+            replace_with(&dpath, |tmp| {
+                let mut w = TableWriter::create(tmp)?;
+                w.add(BASE_KEY, &snap.base.identity()?)?;
+                let mut buf = Vec::new();
+                for (k, v) in &all {
+                    buf.clear();
+                    match v {
+                        Some(v) => {
+                            buf.push(PUT);
+                            buf.extend_from_slice(v);
+                        }
+                        None => buf.push(DEL),
+                    }
+                    w.add(k, &buf)?;
+                }
+                w.finish().map(drop)
+            })?;
+        }
+        let base = Table::open(path)?;
+        let delta = open_delta(path, &base)?;
+        *self.0.snap.write().unwrap_or_else(|e| e.into_inner()) = Snapshot { base: Arc::new(base), delta };
         Ok(())
+    }
+
+    /// Fold the delta into a new base (tests; a commit folds by itself when the delta grows).
+    pub fn fold(&self) -> Result<(), TableError> {
+        let _guard = self.0.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let snap = self.snapshot();
+        if snap.delta.is_none() {
+            return Ok(());
+        }
+        self.commit(&snap, BTreeMap::new(), true)
     }
 }
 
@@ -158,7 +281,7 @@ impl<'s> Storage<'s> for GraphStorage {
     fn transact(&'s self, write: bool) -> Result<Self::Tx> {
         // A writer takes the lock before its snapshot: it sees every earlier commit.
         let guard = write.then(|| self.0.writer.lock().unwrap_or_else(|e| e.into_inner()));
-        Ok(GraphTx { storage: self, table: self.table(), writes: write.then(BTreeMap::new), _guard: guard })
+        Ok(GraphTx { storage: self, snap: self.snapshot(), writes: write.then(BTreeMap::new), _guard: guard })
     }
 
     fn range_compact(&'s self, _lower: &[u8], _upper: &[u8]) -> Result<()> {
@@ -172,7 +295,7 @@ impl<'s> Storage<'s> for GraphStorage {
 
 pub struct GraphTx<'s> {
     storage: &'s GraphStorage,
-    table: Arc<Table>,
+    snap: Snapshot,
     /// A write transaction's changes: `None` deletes.
     writes: Option<BTreeMap<Vec<u8>, Option<Vec<u8>>>>,
     _guard: Option<MutexGuard<'s, ()>>,
@@ -188,9 +311,64 @@ impl GraphTx<'_> {
     }
 
     fn merged<'a>(&'a self, lower: &[u8], upper: &[u8]) -> Merged<'a> {
-        let base = self.table.range(lower, Some(upper)).peekable();
+        let base = self.layered(lower, upper).peekable();
         let over = self.writes.as_ref().map(|w| w.range(lower.to_vec()..upper.to_vec()).peekable());
         Merged { tx_path: &self.storage.0.path, base, over }
+    }
+}
+
+impl GraphTx<'_> {
+    /// The snapshot's pairs in a range: the base's, with the delta's laid over them.
+    fn layered(&self, lower: &[u8], upper: &[u8]) -> Layered<'_> {
+        // The delta's first key (the base it applies to) is empty: never in a range.
+        let lower_d: &[u8] = if lower.is_empty() { &[0] } else { lower };
+        Layered {
+            path: &self.storage.0.path,
+            base: self.snap.base.range(lower, Some(upper)).peekable(),
+            delta: self.snap.delta.as_ref().map(|d| d.range(lower_d, Some(upper)).peekable()),
+        }
+    }
+}
+
+/// A base table's pairs with its delta's puts and deletes laid over them.
+struct Layered<'a> {
+    path: &'a Path,
+    base: std::iter::Peekable<TableIter>,
+    delta: Option<std::iter::Peekable<TableIter>>,
+}
+
+impl Iterator for Layered<'_> {
+    type Item = std::result::Result<(Vec<u8>, Vec<u8>), TableError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let Some(delta) = self.delta.as_mut() else { return self.base.next() };
+            // 0: the base's pair comes first; 1: the delta's; 2: the delta's replaces it.
+            let which = match (self.base.peek(), delta.peek()) {
+                (Some(Err(_)), _) | (Some(_), None) => 0,
+                (_, Some(Err(_))) | (None, Some(_)) => 1,
+                (None, None) => return None,
+                (Some(Ok((kb, _))), Some(Ok((kd, _)))) => match kb.as_slice().cmp(kd.as_slice()) {
+                    std::cmp::Ordering::Less => 0,
+                    std::cmp::Ordering::Greater => 1,
+                    std::cmp::Ordering::Equal => 2,
+                },
+            };
+            if which == 0 {
+                return self.base.next();
+            }
+            if which == 2 {
+                self.base.next();
+            }
+            match delta.next()? {
+                Err(e) => return Some(Err(e)),
+                Ok((k, v)) => match untag(self.path, &v) {
+                    Err(e) => return Some(Err(e)),
+                    Ok(Some(v)) => return Some(Ok((k, v.to_vec()))),
+                    Ok(None) => continue,
+                },
+            }
+        }
     }
 }
 
@@ -200,7 +378,7 @@ type Changes<'a> = std::collections::btree_map::Range<'a, Vec<u8>, Option<Vec<u8
 /// The table's pairs with the transaction's own changes laid over them.
 struct Merged<'a> {
     tx_path: &'a Path,
-    base: std::iter::Peekable<TableIter>,
+    base: std::iter::Peekable<Layered<'a>>,
     over: Option<std::iter::Peekable<Changes<'a>>>,
 }
 
@@ -241,7 +419,12 @@ impl<'s> StoreTx<'s> for GraphTx<'s> {
         if let Some(v) = self.writes.as_ref().and_then(|w| w.get(key)) {
             return Ok(v.clone());
         }
-        self.table.get(key).map_err(|e| self.err(e))
+        if let Some(d) = &self.snap.delta {
+            if let Some(v) = d.get(key).map_err(|e| self.err(e))? {
+                return Ok(untag(&self.storage.0.path, &v).map_err(|e| self.err(e))?.map(<[u8]>::to_vec));
+            }
+        }
+        self.snap.base.get(key).map_err(|e| self.err(e))
     }
 
     fn put(&mut self, key: &[u8], val: &[u8]) -> Result<()> {
@@ -259,12 +442,8 @@ impl<'s> StoreTx<'s> for GraphTx<'s> {
     }
 
     fn del_range_from_persisted(&mut self, lower: &[u8], upper: &[u8]) -> Result<()> {
-        let keys: Vec<Vec<u8>> = self
-            .table
-            .range(lower, Some(upper))
-            .map(|r| r.map(|(k, _)| k))
-            .collect::<Result<_, _>>()
-            .map_err(|e| self.err(e))?;
+        let keys: Vec<Vec<u8>> =
+            self.layered(lower, upper).map(|r| r.map(|(k, _)| k)).collect::<Result<_, _>>().map_err(|e| self.err(e))?;
         let w = self.writes()?;
         for k in keys {
             w.entry(k).or_insert(None);
@@ -282,8 +461,8 @@ impl<'s> StoreTx<'s> for GraphTx<'s> {
             return Ok(());
         }
         let writes = std::mem::take(writes);
-        self.storage.merge(&self.table, &writes).map_err(|e| table_err(&self.storage.0.path, e))?;
-        self.table = self.storage.table();
+        self.storage.commit(&self.snap, writes, false).map_err(|e| table_err(&self.storage.0.path, e))?;
+        self.snap = self.storage.snapshot();
         Ok(())
     }
 
@@ -373,13 +552,76 @@ mod tests {
         tx.commit().unwrap();
         drop(tx);
         let after: Vec<_> = storage.transact(false).unwrap().range_scan(&[], &[0xff]).map(Result::unwrap).collect();
-        assert_eq!(after, model.into_iter().collect::<Vec<_>>());
+        assert_eq!(after, model.clone().into_iter().collect::<Vec<_>>());
         // The reader that began before the commit still reads what it began with.
         let again: Vec<_> = reader.range_scan(&[], &[0xff]).map(Result::unwrap).collect();
         assert_eq!(again, before);
         storage.table().verify().unwrap();
-        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
-        assert_eq!(left, vec![std::ffi::OsString::from("graph.db")], "no temp file is left");
+        let mut left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        left.sort();
+        assert_eq!(left, ["graph.db", "graph.db.delta"].map(std::ffi::OsString::from), "no temp file is left");
+        // The commit went to the delta: the base is the file it was.
+        assert_eq!(storage.table().all(), before);
+        let expected: Vec<_> = model.into_iter().collect();
+        // Another process opening the files reads the base with the delta over it.
+        let reopened = GraphStorage::open(&path).unwrap();
+        let seen: Vec<_> = reopened.transact(false).unwrap().range_scan(&[], &[0xff]).map(Result::unwrap).collect();
+        assert_eq!(seen, expected);
+        for (k, v) in expected.iter().step_by(97) {
+            assert_eq!(reopened.transact(false).unwrap().get(k, false).unwrap().as_ref(), Some(v));
+        }
+        assert_eq!(reopened.transact(false).unwrap().get(&key(0), false).unwrap(), None, "deleted");
+        // Folded: one base file holds it all, and the delta is gone.
+        reopened.fold().unwrap();
+        reopened.table().verify().unwrap();
+        assert_eq!(reopened.table().all(), expected);
+        assert!(reopened.delta().is_none() && !delta_path(&path).exists());
+    }
+
+    #[test]
+    fn a_delta_is_read_only_over_the_base_it_was_written_for_and_folds_once_large() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("graph.db");
+        let write_base = |n: u32, tag: &[u8]| {
+            let mut w = TableWriter::create(&path).unwrap();
+            for i in 0..n {
+                w.add(&key(i), tag).unwrap();
+            }
+            w.finish().unwrap();
+        };
+        write_base(100, b"a");
+        let storage = GraphStorage::open(&path).unwrap();
+        let mut tx = storage.transact(true).unwrap();
+        tx.put(&key(5), b"changed").unwrap();
+        tx.commit().unwrap();
+        drop(tx);
+        assert!(delta_path(&path).exists());
+        let get = |s: &GraphStorage, k: u32| s.transact(false).unwrap().get(&key(k), false).unwrap();
+        assert_eq!(get(&GraphStorage::open(&path).unwrap(), 5), Some(b"changed".to_vec()));
+        // Another base written in its place (a full rebuild that left the delta, or a
+        // killed fold): the delta names the old base and is not read.
+        write_base(100, b"b");
+        let other = GraphStorage::open(&path).unwrap();
+        assert!(other.delta().is_none());
+        assert_eq!(get(&other, 5), Some(b"b".to_vec()));
+        // A delta past a sixteenth of the base (and FOLD_MIN pairs) is folded by the commit.
+        let mut tx = other.transact(true).unwrap();
+        for i in 0..FOLD_MIN as u32 + 1 {
+            tx.put(&key(1000 + i), b"n").unwrap();
+        }
+        tx.commit().unwrap();
+        drop(tx);
+        assert!(other.delta().is_none() && !delta_path(&path).exists());
+        assert_eq!(other.table().pairs(), 100 + FOLD_MIN + 1);
+        assert_eq!(get(&other, 1000), Some(b"n".to_vec()));
+        // A damaged delta is reported, not skipped: its changes would be lost.
+        let mut tx = other.transact(true).unwrap();
+        tx.del(&key(7)).unwrap();
+        tx.commit().unwrap();
+        drop(tx);
+        let d = std::fs::read(delta_path(&path)).unwrap();
+        std::fs::write(delta_path(&path), &d[..d.len() - 3]).unwrap();
+        assert!(matches!(GraphStorage::open(&path), Err(TableError::Damaged(_))));
     }
 
     #[test]
@@ -427,6 +669,7 @@ mod tests {
         let old_blocks = storage.table().blocks().to_vec();
         tx.commit().unwrap();
         drop(tx);
+        storage.fold().unwrap();
         let t = storage.table();
         t.verify().unwrap();
         // The blocks no change fell in are carried over as they were (same bounds, count

@@ -87,6 +87,9 @@ pub struct Table {
     file: File,
     blocks: Vec<BlockRef>,
     pairs: u64,
+    /// The footer's first 24 bytes: the block index's offset, length and CRC and the
+    /// pair count (see [`Table::identity`]).
+    footer: [u8; 24],
     cache: Mutex<Cache>,
 }
 
@@ -174,11 +177,28 @@ impl Table {
             }
             blocks.push(BlockRef { offset, len, count, first, last });
         }
-        Ok(Table { file, blocks, pairs, cache: Mutex::new(Cache::default()) })
+        let mut footer = [0u8; 24];
+        footer.copy_from_slice(&foot[..24]);
+        Ok(Table { file, blocks, pairs, footer, cache: Mutex::new(Cache::default()) })
     }
 
     pub fn blocks(&self) -> &[BlockRef] {
         &self.blocks
+    }
+
+    /// What tells this table's content from another's: its footer (the CRC of a block
+    /// index that holds every block's offset, length and first and last keys, and the
+    /// pair count) and a CRC of every block's CRC (one small read per block).
+    pub fn identity(&self) -> Result<Vec<u8>, TableError> {
+        let mut h = crc32fast::Hasher::new();
+        let mut crc = [0u8; 4];
+        for b in &self.blocks {
+            self.file.read_exact_at(&mut crc, b.offset + u64::from(b.len))?;
+            h.update(&crc);
+        }
+        let mut out = self.footer.to_vec();
+        out.extend_from_slice(&h.finalize().to_le_bytes());
+        Ok(out)
     }
 
     /// How many pairs the footer says the table holds.
@@ -301,7 +321,7 @@ impl Table {
     }
 
     #[cfg(test)]
-    fn all(self: &Arc<Self>) -> Vec<(Vec<u8>, Vec<u8>)> {
+    pub(crate) fn all(self: &Arc<Self>) -> Vec<(Vec<u8>, Vec<u8>)> {
         self.range(&[], None).map(Result::unwrap).collect()
     }
 }

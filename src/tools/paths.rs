@@ -101,24 +101,38 @@ pub(crate) fn rel(root: &Path, abs: &Path) -> String {
     }
 }
 
-/// Identity of the database file: `index` replaces it by rename, which changes this.
+/// Identity of the database: `index` replaces its base file or its delta by rename,
+/// which changes this.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct DbStamp {
+    base: FileStamp,
+    delta: Option<FileStamp>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct FileStamp {
     modified: Option<SystemTime>,
     len: u64,
     #[cfg(unix)]
     ino: u64,
 }
 
-impl DbStamp {
-    pub(crate) fn of(path: &Path) -> Option<DbStamp> {
+impl FileStamp {
+    fn of(path: &Path) -> Option<FileStamp> {
         let m = std::fs::metadata(path).ok()?;
-        Some(DbStamp {
+        Some(FileStamp {
             modified: m.modified().ok(),
             len: m.len(),
             #[cfg(unix)]
             ino: std::os::unix::fs::MetadataExt::ino(&m),
         })
+    }
+}
+
+impl DbStamp {
+    pub(crate) fn of(path: &Path) -> Option<DbStamp> {
+        let base = FileStamp::of(path)?;
+        Some(DbStamp { base, delta: FileStamp::of(&crate::store::engine::delta_path(path)) })
     }
 }
 
