@@ -31,7 +31,9 @@ use rows::Rows;
 /// index's schema change. 2: the keyword index. 4: bounded ids, facts say when truncated.
 /// 6: a return by name binds `->` (factories' returned functions, `return self`).
 /// 7: our own table engine instead of Cozo's SQLite engine (same relations and rows).
-pub const FORMAT_VERSION: u32 = 7;
+/// 8: commits write a delta beside the base (a reader of 7 would not see it); the facts
+/// encoded with variable-length integers.
+pub const FORMAT_VERSION: u32 = 8;
 
 #[derive(Debug, Error)]
 pub enum StoreError {
@@ -381,8 +383,15 @@ fn key_len(rel: &str) -> usize {
 /// The facts of each file, serialized for the next incremental run (bincode: decoding
 /// every file's facts is most of an incremental run's fixed cost, and JSON was 5x slower).
 pub fn encode_facts(facts: &[&FileFacts]) -> Vec<(String, Vec<u8>)> {
+    use bincode::Options;
     use rayon::prelude::*;
-    facts.par_iter().map(|f| (f.path.clone(), bincode::serialize(f).unwrap_or_default())).collect()
+    facts.par_iter().map(|f| (f.path.clone(), facts_codec().serialize(f).unwrap_or_default())).collect()
+}
+
+/// The facts' encoding: bincode with variable-length integers (a string's length in one
+/// byte, not eight: the blob is smaller to decompress and decode).
+fn facts_codec() -> impl bincode::Options + Copy {
+    bincode::DefaultOptions::new()
 }
 
 /// A digest of every indexed file's path and content hash: the graph and the keyword
@@ -659,7 +668,8 @@ impl Store {
                     Some(DataValue::Bytes(b)) => b.as_slice(),
                     _ => &[],
                 };
-                bincode::deserialize::<FileFacts>(data).map_err(|e| StoreError::Db(format!("stored facts: {e}")))
+                bincode::Options::deserialize::<FileFacts>(facts_codec(), data)
+                    .map_err(|e| StoreError::Db(format!("stored facts: {e}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
         out.sort_by(|a, b| a.path.cmp(&b.path));
