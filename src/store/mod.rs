@@ -1,9 +1,9 @@
 //! The store: the only module that writes Datalog or opens the database.
 //!
 //! The graph is Cozo over our own storage engine (`engine`): one immutable file of
-//! sorted, prefix-compressed, LZ4-compressed blocks (`table`). A full build loads one
-//! relation at a time into an in-memory Cozo that has its indices, streams its pairs
-//! into a new file beside the live one and drops them, then renames the file into
+//! sorted, prefix-compressed, LZ4-compressed blocks (`table`). A full build encodes every
+//! relation's and index's pairs itself (`encode`, checked against Cozo on probe rows), one
+//! at a time, streams them into a new file beside the live one, then renames the file into
 //! place: a run killed half-way leaves the previous index untouched. An incremental run
 //! writes only the rows that changed, as one transaction, whose commit writes a new file
 //! the same way. The index format version is stored in the database; an index of
@@ -16,6 +16,7 @@ use cozo::{DataValue, Db, MemStorage, NamedRows, ScriptMutability, Storage, Stor
 use thiserror::Error;
 
 pub mod bounded;
+pub(crate) mod encode;
 pub mod engine;
 pub mod rows;
 pub mod table;
@@ -419,9 +420,8 @@ fn meta_rows(root: &Path, digest: &str, counts: &crate::resolve::Counts) -> Vec<
 
 /// Write a whole new index at `path`, atomically replacing any previous one.
 ///
-/// One relation at a time is imported into an in-memory Cozo (which writes its indices
-/// too), its pairs streamed into the new file and then dropped: memory holds one
-/// relation's pairs, not the graph's.
+/// The pairs are encoded straight from the rows (no Cozo builds them first), one relation
+/// or index at a time: memory holds one run of pairs besides the rows.
 pub fn write_full(
     path: &Path,
     root: &Path,
@@ -452,55 +452,113 @@ fn write_table(
     digest: &str,
     counts: &crate::resolve::Counts,
 ) -> Result<(), StoreError> {
-    // A fresh in-memory Cozo with the whole schema per relation: every one numbers the
-    // relations alike, so its catalog is the file's, and dropping it whole is far cheaper
-    // than deleting the relation's pairs key by key (Cozo's `MemTx::del_range_from_persisted`
-    // clones and removes every key: 0.7 CPU-s on Django).
-    let staging = || -> Result<(MemStorage, Db<MemStorage>), StoreError> {
-        let storage = MemStorage::default();
-        let db = Db::new(storage.clone()).map_err(db_err)?;
-        db.initialize().map_err(db_err)?;
-        db.run_script(&schema_script(), BTreeMap::new(), ScriptMutability::Mutable).map_err(db_err)?;
-        Ok((storage, db))
-    };
-    let scan = |storage: &MemStorage, lower: &[u8], upper: &[u8]| -> Result<Vec<table::Pair>, StoreError> {
-        let tx = storage.transact(false).map_err(db_err)?;
-        let pairs = tx.range_scan(lower, upper).collect::<Result<Vec<_>, _>>().map_err(db_err);
-        pairs
-    };
     let werr = |e: TableError| table_error(tmp, e);
+    let (catalog, layouts) = layouts()?;
     let mut w = TableWriter::create(tmp).map_err(werr)?;
+    for (k, v) in &catalog {
+        w.add(k, v).map_err(werr)?;
+    }
     let meta = meta_rows(root, digest, counts);
-    // Cozo's catalog (relation 0) sorts first: written from the first staging before its
-    // import; every staging must still hold it, unchanged, after its import.
-    let mut catalog: Option<Vec<table::Pair>> = None;
-    for (rel, _, _) in RELATIONS.iter().chain(INTERNAL) {
-        let (storage, mem) = staging()?;
-        if catalog.is_none() {
-            let first = scan(&storage, &[], &DATA_START)?;
-            for (k, v) in &first {
-                w.add(k, v).map_err(werr)?;
-            }
-            catalog = Some(first);
-        }
-        let tuples = tuples_of(rel, rows, facts, &meta);
-        let mut data = BTreeMap::new();
-        data.insert(rel.to_string(), named(&headers(rel), tuples));
-        mem.import_relations(data).map_err(db_err)?;
-        let tx = storage.transact(false).map_err(db_err)?;
-        for pair in tx.range_scan(&DATA_START, &DATA_END) {
-            let (k, v) = pair.map_err(db_err)?;
+    // Every relation and every index is a run of keys of its own number: written in the
+    // order of the numbers, each run sorted, the file is sorted.
+    let mut units: Vec<(u64, &encode::Layout)> = Vec::new();
+    for l in &layouts {
+        units.push((l.id, l));
+        units.extend(l.indices.iter().map(|(id, _)| (*id, l)));
+    }
+    units.sort_by_key(|(id, _)| *id);
+    for (id, l) in units {
+        for (k, v) in encode::unit_pairs(l, id, rows, facts, &meta)? {
             w.add(&k, &v).map_err(werr)?;
-        }
-        drop(tx);
-        if catalog.as_ref() != Some(&scan(&storage, &[], &DATA_START)?) {
-            return Err(StoreError::Db(
-                "the in-memory Cozo instances' catalogs differ (a store bug): relations would be misnumbered".into(),
-            ));
         }
     }
     w.finish().map_err(werr)?;
     Ok(())
+}
+
+/// Cozo's catalog for the schema (the pairs below `DATA_START`) and every relation's
+/// layout: its number and its indices' numbers and columns, learned from an in-memory
+/// Cozo given the schema and probe rows of each relation, and checked against it.
+fn layouts() -> Result<(Vec<table::Pair>, Vec<encode::Layout>), StoreError> {
+    let bug =
+        |why: String| StoreError::Db(format!("{why} (a store bug: Cozo's encoding is not what reproagent writes)"));
+    let storage = MemStorage::default();
+    let db = Db::new(storage.clone()).map_err(db_err)?;
+    db.initialize().map_err(db_err)?;
+    db.run_script(&schema_script(), BTreeMap::new(), ScriptMutability::Mutable).map_err(db_err)?;
+    let scan = |lower: &[u8], upper: &[u8]| -> Result<Vec<table::Pair>, StoreError> {
+        let tx = storage.transact(false).map_err(db_err)?;
+        let pairs = tx.range_scan(lower, upper).collect::<Result<Vec<_>, _>>().map_err(db_err);
+        pairs
+    };
+    let catalog = scan(&[], &DATA_START)?;
+    let mut seen: BTreeSet<u64> = BTreeSet::new();
+    let mut out = Vec::new();
+    for (rel, keys, vals) in RELATIONS.iter().chain(INTERNAL) {
+        let cols: Vec<(&str, &str)> = keys
+            .split(',')
+            .chain(vals.split(','))
+            .filter_map(|c| c.split_once(':').map(|(n, t)| (n.trim(), t.trim())))
+            .collect();
+        let nkeys = key_len(rel);
+        let pos = |name: &str| cols.iter().position(|(n, _)| *n == name);
+        let types: Vec<&str> = cols.iter().map(|(_, t)| *t).collect();
+        let probes = encode::probe_rows(&types);
+        let mut data = BTreeMap::new();
+        data.insert(rel.to_string(), named(&headers(rel), probes.to_vec()));
+        db.import_relations(data).map_err(db_err)?;
+        let groups: BTreeMap<u64, Vec<table::Pair>> =
+            encode::by_id(scan(&DATA_START, &DATA_END)?).into_iter().filter(|(id, _)| !seen.contains(id)).collect();
+        seen.extend(groups.keys());
+        // The relation's own run is the one whose values carry columns (an index's are empty).
+        let main = groups.iter().find(|(_, p)| p.iter().all(|(_, v)| !v.is_empty())).map(|(id, _)| *id);
+        let Some(id) = main else {
+            return Err(bug(format!("relation {rel} wrote no rows")));
+        };
+        let mut layout = encode::Layout { name: rel, id, keys: nkeys, indices: Vec::new() };
+        // An index's key: its columns, then the relation's key columns it does not name.
+        for (index, icols) in INDICES.iter().filter(|(i, _)| i.split(':').next() == Some(rel)) {
+            let mut ix: Vec<usize> = Vec::new();
+            for c in icols.split(',').map(str::trim) {
+                ix.push(pos(c).ok_or_else(|| bug(format!("index {index} names no column {c}")))?);
+            }
+            let rest: Vec<usize> = (0..nkeys).filter(|k| !ix.contains(k)).collect();
+            ix.extend(rest);
+            let found = groups.keys().copied().filter(|g| *g != id).find(|g| {
+                let want = encode::Layout { name: rel, id, keys: nkeys, indices: vec![(*g, ix.clone())] };
+                pairs_of(&want, *g, &probes).ok().as_ref() == groups.get(g)
+            });
+            let Some(g) = found else {
+                return Err(bug(format!("no run of index {index} matches its encoding")));
+            };
+            layout.indices.push((g, ix));
+        }
+        if pairs_of(&layout, id, &probes)?.as_slice() != groups[&id].as_slice() {
+            return Err(bug(format!("relation {rel}'s rows are not encoded as expected")));
+        }
+        if groups.len() != 1 + layout.indices.len() {
+            return Err(bug(format!("relation {rel} has a run no index explains")));
+        }
+        out.push(layout);
+    }
+    if scan(&[], &DATA_START)? != catalog {
+        return Err(bug("the catalog changed while probing".into()));
+    }
+    Ok((catalog, out))
+}
+
+/// The pairs of unit `id` of `l` for the probe rows, sorted.
+fn pairs_of(l: &encode::Layout, id: u64, probes: &[Vec<DataValue>; 2]) -> Result<Vec<table::Pair>, StoreError> {
+    let mut out = Vec::new();
+    for p in probes {
+        encode::row_pairs(l, &encode::probe_cols(p), |i, pair| {
+            if i == id {
+                out.push(pair)
+            }
+        })?;
+    }
+    out.sort();
+    Ok(out)
 }
 
 /// The changes between two row sets, as Cozo deletions and puts.
@@ -850,5 +908,86 @@ impl Store {
     pub fn export(&self, rel: &str) -> Result<NamedRows, StoreError> {
         let cols = headers(rel).join(", ");
         self.query(&format!("?[{cols}] := *{rel}{{{cols}}}"), BTreeMap::new())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every pair Cozo itself writes for `rows`: the schema and all the rows imported into
+    /// one in-memory Cozo, scanned whole (how the full build wrote the file before it
+    /// encoded the pairs itself).
+    fn cozo_pairs(rows: &Rows, facts: &[(String, Vec<u8>)], meta: &[(String, String)]) -> Vec<table::Pair> {
+        let storage = MemStorage::default();
+        let db = Db::new(storage.clone()).unwrap();
+        db.initialize().unwrap();
+        db.run_script(&schema_script(), BTreeMap::new(), ScriptMutability::Mutable).unwrap();
+        let data = to_tuples(rows, facts, meta)
+            .into_iter()
+            .map(|(rel, t)| (rel.to_string(), named(&headers(rel), t)))
+            .collect();
+        db.import_relations(data).unwrap();
+        let tx = storage.transact(false).unwrap();
+        tx.range_scan(&[], &DATA_END).collect::<Result<Vec<_>, _>>().unwrap()
+    }
+
+    fn text(i: usize) -> String {
+        // Empty, one group short, exactly one and two groups, one over, non-ASCII.
+        ["", "a", "abcdefg", "abcdefgh", "abcdefghijklmnop", "abcdefghi", "caf\u{e9}.py:\u{1F600}", "a\0b"][i % 8]
+            .to_string()
+    }
+
+    fn edge_rows() -> (Rows, Vec<(String, Vec<u8>)>) {
+        let lines = [0, 1, -1, 7, 1 << 53, -(1 << 53), (1 << 53) - 1, i64::MAX, i64::MIN, 1 << 60];
+        let mut r = Rows::default();
+        for (i, line) in lines.iter().enumerate() {
+            let id = format!("{}{i}", text(i));
+            r.file.insert(format!("{}{i}", text(i)), (text(i + 1), text(i + 2), *line, i % 2 == 0, -*line / 3));
+            r.entity.insert(
+                id.clone(),
+                rows::EntityRow {
+                    kind: text(i + 3),
+                    name: text(i + 4),
+                    qname: text(i + 5),
+                    file: text(i + 6),
+                    start_line: *line,
+                    end_line: line.wrapping_add(3),
+                    signature: text(i + 7),
+                    doc: text(i).repeat(40),
+                },
+            );
+            r.contains.insert((text(i + 1), id.clone()));
+            let conf = [1.0, 0.5, 0.0, -0.0, 0.75, 1e-300, f64::MAX, 0.1, 0.9, 2.0][i];
+            r.calls.insert((id.clone(), text(i + 2), *line), (text(i + 3), conf));
+            r.call_site.insert((id.clone(), *line, text(i + 4), text(i + 5)));
+            r.unresolved.insert((text(i + 6), id.clone(), *line, text(i)));
+            let target = (i % 3 != 0).then(|| text(i + 1));
+            r.imports.insert((text(i), *line, text(i + 2), text(i + 3)), (text(i + 4), target.clone()));
+            r.inherits.insert((id.clone(), text(i + 5)), target);
+            r.test_of.insert((id, text(i + 7)));
+        }
+        let facts = (0..10).map(|i| (format!("{}{i}", text(i)), (0..i as u8 * 7).collect())).collect();
+        (r, facts)
+    }
+
+    #[test]
+    fn the_full_build_writes_the_pairs_cozo_would() {
+        let counts = crate::resolve::Counts::default();
+        let dir = std::env::temp_dir().join(format!("reproagent-encode-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("graph.db");
+        let root = Path::new("/some/r\u{e9}po");
+        for (rows, facts) in [edge_rows(), (Rows::default(), Vec::new())] {
+            write_table(&path, root, &rows, &facts, "digest", &counts).unwrap();
+            let ours = std::sync::Arc::new(table::Table::open(&path).unwrap()).all();
+            std::fs::remove_file(&path).unwrap();
+            let theirs = cozo_pairs(&rows, &facts, &meta_rows(root, "digest", &counts));
+            assert_eq!(ours.len(), theirs.len());
+            for (a, b) in ours.iter().zip(&theirs) {
+                assert_eq!(a, b);
+            }
+        }
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -1,0 +1,335 @@
+//! A full build's pairs, encoded the way Cozo encodes them, straight from the rows.
+//!
+//! Cozo stores a relation's row as one pair: the key is the relation's number (8 bytes,
+//! big-endian) followed by the key columns in Cozo's order-preserving ("memcmp") encoding;
+//! the value is the number again followed by the other columns as a MessagePack array.
+//! Each index is a relation of its own whose key is the indexed columns and whose value
+//! is empty. Importing rows through Cozo builds all that in an in-memory B-tree of
+//! `DataValue`s first (two thirds of a full build's graph store); here the pairs are made
+//! directly, one relation (or index) at a time, sorted, and handed to the table writer.
+//!
+//! Nothing is assumed about the numbers or the encoding that is not checked: the numbers
+//! come from importing probe rows of every relation into an in-memory Cozo with the
+//! schema, and the same probe rows encoded here must equal, byte for byte, the pairs Cozo
+//! wrote for them (a Cozo whose encoding changed fails the build instead of writing an
+//! index Cozo would misread).
+
+use std::collections::BTreeMap;
+
+use cozo::{DataValue, Num};
+use serde::Serialize;
+
+use super::rows::Rows;
+use super::table::Pair;
+use super::StoreError;
+
+/// One column's value, borrowed from the rows.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Col<'a> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(&'a str),
+    Bytes(&'a [u8]),
+}
+
+impl Col<'_> {
+    fn to_value(self) -> DataValue {
+        match self {
+            Col::Null => DataValue::Null,
+            Col::Bool(b) => DataValue::Bool(b),
+            Col::Int(i) => DataValue::Num(Num::Int(i)),
+            Col::Float(f) => DataValue::Num(Num::Float(f)),
+            Col::Str(s) => DataValue::from(s),
+            Col::Bytes(b) => DataValue::Bytes(b.to_vec()),
+        }
+    }
+}
+
+fn opt(v: &Option<String>) -> Col<'_> {
+    v.as_deref().map_or(Col::Null, Col::Str)
+}
+
+// Cozo's key encoding (`data/memcmp.rs` in cozo 0.7): a tag per value, numbers as the
+// order-preserving bits of their float value plus a marker, strings and bytes in groups
+// of eight followed by a marker that says how many of the eight are padding.
+const NULL_TAG: u8 = 0x01;
+const FALSE_TAG: u8 = 0x02;
+const TRUE_TAG: u8 = 0x03;
+const NUM_TAG: u8 = 0x05;
+const STR_TAG: u8 = 0x06;
+const BYTES_TAG: u8 = 0x07;
+const IS_FLOAT: u8 = 0b0001_0000;
+const IS_APPROX_INT: u8 = 0b0000_0100;
+const IS_EXACT_INT: u8 = 0;
+const EXACT_INT_BOUND: i64 = 0x20_0000_0000_0000;
+const SIGN_MARK: u64 = 0x8000_0000_0000_0000;
+const GROUP: usize = 8;
+const MARKER: u8 = 0xff;
+
+fn order_f64(v: f64) -> u64 {
+    let u = v.to_bits();
+    if v.is_sign_positive() {
+        u | SIGN_MARK
+    } else {
+        !u
+    }
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    let mut i = 0;
+    loop {
+        let rest = b.len() - i;
+        if rest >= GROUP {
+            out.extend_from_slice(&b[i..i + GROUP]);
+            out.push(MARKER);
+            i += GROUP;
+        } else {
+            out.extend_from_slice(&b[i..]);
+            out.extend(std::iter::repeat_n(0u8, GROUP - rest));
+            out.push(MARKER - (GROUP - rest) as u8);
+            return;
+        }
+    }
+}
+
+fn put_key_col(out: &mut Vec<u8>, c: Col) {
+    match c {
+        Col::Null => out.push(NULL_TAG),
+        Col::Bool(false) => out.push(FALSE_TAG),
+        Col::Bool(true) => out.push(TRUE_TAG),
+        Col::Int(i) => {
+            out.push(NUM_TAG);
+            out.extend_from_slice(&order_f64(i as f64).to_be_bytes());
+            if i > -EXACT_INT_BOUND && i < EXACT_INT_BOUND {
+                out.push(IS_EXACT_INT);
+            } else {
+                out.push(IS_APPROX_INT);
+                out.extend_from_slice(&((i as u64) ^ SIGN_MARK).to_be_bytes());
+            }
+        }
+        Col::Float(f) => {
+            out.push(NUM_TAG);
+            out.extend_from_slice(&order_f64(f).to_be_bytes());
+            out.push(IS_FLOAT);
+        }
+        Col::Str(s) => {
+            out.push(STR_TAG);
+            put_bytes(out, s.as_bytes());
+        }
+        Col::Bytes(b) => {
+            out.push(BYTES_TAG);
+            put_bytes(out, b);
+        }
+    }
+}
+
+/// The key of a row of relation `id`: its number and the columns `cols` in memcmp order.
+fn key(id: u64, row: &[Col], cols: &[usize]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + cols.len() * 24);
+    out.extend_from_slice(&id.to_be_bytes());
+    for &c in cols {
+        put_key_col(&mut out, row[c]);
+    }
+    out
+}
+
+/// The value of a row: the number again, then the value columns as MessagePack.
+fn value(id: u64, vals: &[Col]) -> Result<Vec<u8>, StoreError> {
+    let mut out = Vec::with_capacity(8 + vals.len() * 16);
+    out.extend_from_slice(&id.to_be_bytes());
+    let vals: Vec<DataValue> = vals.iter().map(|c| c.to_value()).collect();
+    vals.serialize(&mut rmp_serde::Serializer::new(&mut out))
+        .map_err(|e| StoreError::Db(format!("encoding a stored value: {e}")))?;
+    Ok(out)
+}
+
+/// What the table writer needs of one relation: its number, its key columns, and each
+/// index's number and columns (positions in the relation's column order).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Layout {
+    pub name: &'static str,
+    pub id: u64,
+    pub keys: usize,
+    pub indices: Vec<(u64, Vec<usize>)>,
+}
+
+/// Call `f` with every row of relation `rel`, its columns in the schema's order.
+pub(crate) fn each_row(
+    rel: &str,
+    rows: &Rows,
+    facts: &[(String, Vec<u8>)],
+    meta: &[(String, String)],
+    mut f: impl FnMut(&[Col]) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    use Col::{Bool, Bytes, Float, Int, Str};
+    match rel {
+        "file" => {
+            for (p, (l, h, n, t, e)) in &rows.file {
+                f(&[Str(p), Str(l), Str(h), Int(*n), Bool(*t), Int(*e)])?;
+            }
+        }
+        "entity" => {
+            for (id, e) in &rows.entity {
+                f(&[
+                    Str(id),
+                    Str(&e.kind),
+                    Str(&e.name),
+                    Str(&e.qname),
+                    Str(&e.file),
+                    Int(e.start_line),
+                    Int(e.end_line),
+                    Str(&e.signature),
+                    Str(&e.doc),
+                ])?;
+            }
+        }
+        "contains" => {
+            for (p, c) in &rows.contains {
+                f(&[Str(p), Str(c)])?;
+            }
+        }
+        "calls" => {
+            for ((a, b, l), (h, c)) in &rows.calls {
+                f(&[Str(a), Str(b), Int(*l), Str(h), Float(*c)])?;
+            }
+        }
+        "call_site" => {
+            for (c, l, n, r) in &rows.call_site {
+                f(&[Str(c), Int(*l), Str(n), Str(r)])?;
+            }
+        }
+        "unresolved" => {
+            for (n, c, l, r) in &rows.unresolved {
+                f(&[Str(n), Str(c), Int(*l), Str(r)])?;
+            }
+        }
+        "imports" => {
+            for ((file, l, m, n), (a, t)) in &rows.imports {
+                f(&[Str(file), Int(*l), Str(m), Str(n), Str(a), opt(t)])?;
+            }
+        }
+        "inherits" => {
+            for ((c, n), b) in &rows.inherits {
+                f(&[Str(c), Str(n), opt(b)])?;
+            }
+        }
+        "test_of" => {
+            for (t, x) in &rows.test_of {
+                f(&[Str(t), Str(x)])?;
+            }
+        }
+        "index_facts" => {
+            for (p, d) in facts {
+                f(&[Str(p), Bytes(d)])?;
+            }
+        }
+        "index_meta" => {
+            for (k, v) in meta {
+                f(&[Str(k), Str(v)])?;
+            }
+        }
+        other => return Err(StoreError::Db(format!("no rows for relation {other} (a store bug)"))),
+    }
+    Ok(())
+}
+
+/// The pairs of one row: the relation's, then each index's, as (number, key, value).
+pub(crate) fn row_pairs(l: &Layout, row: &[Col], mut put: impl FnMut(u64, Pair)) -> Result<(), StoreError> {
+    let all: Vec<usize> = (0..l.keys).collect();
+    put(l.id, (key(l.id, row, &all), value(l.id, &row[l.keys..])?));
+    for (id, cols) in &l.indices {
+        put(*id, (key(*id, row, cols), Vec::new()));
+    }
+    Ok(())
+}
+
+/// The pairs of relation (or index) number `id` of `l`, sorted by key.
+pub(crate) fn unit_pairs(
+    l: &Layout,
+    id: u64,
+    rows: &Rows,
+    facts: &[(String, Vec<u8>)],
+    meta: &[(String, String)],
+) -> Result<Vec<Pair>, StoreError> {
+    let mut out: Vec<Pair> = Vec::new();
+    if id == l.id {
+        let all: Vec<usize> = (0..l.keys).collect();
+        each_row(l.name, rows, facts, meta, |row| {
+            out.push((key(id, row, &all), value(id, &row[l.keys..])?));
+            Ok(())
+        })?;
+    } else {
+        let cols = l.indices.iter().find(|(i, _)| *i == id).map(|(_, c)| c.clone()).unwrap_or_default();
+        each_row(l.name, rows, facts, meta, |row| {
+            out.push((key(id, row, &cols), Vec::new()));
+            Ok(())
+        })?;
+    }
+    // Usually sorted already (the rows are, and the encoding keeps their order); an
+    // index's order is its own.
+    if !out.is_sorted_by(|a, b| a.0 < b.0) {
+        out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    }
+    if let Some(w) = out.windows(2).find(|w| w[0].0 == w[1].0) {
+        return Err(StoreError::Db(format!(
+            "relation {} has two rows with one key ({} bytes; a store bug)",
+            l.name,
+            w[0].0.len()
+        )));
+    }
+    Ok(out)
+}
+
+/// Probe rows for a relation of columns `types` (Cozo type names): one of short values
+/// and nulls (a string of exactly one eight-byte group), one of long values (several
+/// groups, non-ASCII) and large numbers.
+/// Every column's value differs from every other's, so a column out of place shows.
+pub(crate) fn probe_rows(types: &[&str]) -> [Vec<DataValue>; 2] {
+    let one = |i: usize, t: &str, long: bool| -> DataValue {
+        let nullable = t.ends_with('?');
+        let n = i as i64;
+        match t.trim_end_matches('?') {
+            _ if nullable && !long => DataValue::Null,
+            "Int" if long => DataValue::Num(Num::Int(-(1 << 60) - 3 - n)),
+            "Int" => DataValue::Num(Num::Int(7 + n)),
+            "Float" if long => DataValue::Num(Num::Float(-0.25 - n as f64)),
+            "Float" => DataValue::Num(Num::Float(0.5 + n as f64)),
+            "Bool" => DataValue::Bool(long),
+            "Bytes" if long => DataValue::Bytes((0u8..=40).chain([i as u8]).collect()),
+            "Bytes" => DataValue::Bytes(vec![0, i as u8]),
+            _ if long => DataValue::from(format!("a/long.py:Name.with\u{e9}_\u{1F600}_sixteen+bytes{i}")),
+            _ => DataValue::from(format!("{i:08}")),
+        }
+    };
+    [
+        types.iter().enumerate().map(|(i, t)| one(i, t, false)).collect(),
+        types.iter().enumerate().map(|(i, t)| one(i, t, true)).collect(),
+    ]
+}
+
+/// A probe row's columns as `Col`s.
+pub(crate) fn probe_cols(row: &[DataValue]) -> Vec<Col<'_>> {
+    row.iter()
+        .map(|v| match v {
+            DataValue::Null => Col::Null,
+            DataValue::Bool(b) => Col::Bool(*b),
+            DataValue::Num(Num::Int(i)) => Col::Int(*i),
+            DataValue::Num(Num::Float(f)) => Col::Float(*f),
+            DataValue::Str(s) => Col::Str(s.as_str()),
+            DataValue::Bytes(b) => Col::Bytes(b),
+            _ => Col::Null,
+        })
+        .collect()
+}
+
+/// Group pairs by their relation number.
+pub(crate) fn by_id(pairs: Vec<Pair>) -> BTreeMap<u64, Vec<Pair>> {
+    let mut out: BTreeMap<u64, Vec<Pair>> = BTreeMap::new();
+    for (k, v) in pairs {
+        let id = k.get(..8).map(|b| u64::from_be_bytes(b.try_into().unwrap_or_default())).unwrap_or(0);
+        out.entry(id).or_default().push((k, v));
+    }
+    out
+}
