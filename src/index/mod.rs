@@ -460,29 +460,34 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
             }
         }
         None => {
-            let new_rows = resolve(&new_facts);
-            mark("2 resolve", &mut phases);
-            let counts = Counts::of(&new_rows);
-            // The two stores are independent (each is committed with the tree digest, so
-            // a reader tells a stale keyword index from the graph): write them at once.
-            // The graph's writer is one thread; the keyword index takes the rest.
+            // The keyword index needs only the parsed documents, and the graph store is
+            // independent of it (each is committed with the tree digest, so a reader tells
+            // a stale keyword index from the graph): it is written from the moment the
+            // parse ends, beside resolving and writing the graph. The graph's resolve and
+            // writer are one thread each; the keyword index takes the rest.
             let (graph, text) = std::thread::scope(|s| {
                 let text = s.spawn(|| {
                     let t = Instant::now();
                     store::text::write_full(&root, &new_docs, &digest, threads).map(|_| t.elapsed().as_secs_f64())
                 });
                 let t = Instant::now();
+                let new_rows = resolve(&new_facts);
+                let resolved = t.elapsed().as_secs_f64();
+                let t = Instant::now();
+                let counts = Counts::of(&new_rows);
                 let facts = store::encode_facts(&new_facts.iter().collect::<Vec<_>>());
                 let graph = store::write_full(&db_path, &root, &new_rows, &facts, &digest, &counts)
-                    .map(|_| t.elapsed().as_secs_f64());
+                    .map(|_| (resolved, t.elapsed().as_secs_f64(), total_rows(&new_rows), counts));
                 (graph, text.join())
             });
             let text =
                 text.map_err(|_| IndexError::Store(StoreError::Db("the keyword index writer panicked".into())))?;
-            phases.insert("3 graph store".into(), graph?);
+            let (resolved, graph, rows, counts) = graph?;
+            phases.insert("2 resolve".into(), resolved);
+            phases.insert("3 graph store".into(), graph);
             phases.insert("4 keyword store".into(), text?);
-            mark("3+4 stores, at once", &mut phases);
-            ("full", total_rows(&new_rows) + new_facts.len(), counts)
+            mark("2-4 resolve and stores, at once", &mut phases);
+            ("full", rows + new_facts.len(), counts)
         }
     };
 
