@@ -291,10 +291,10 @@ pub fn query_words(query: &str) -> (Vec<String>, Option<String>) {
     tokenizer::split(&prepare_query(text), &mut |_, _, t| {
         if t.len() > MAX_WORD_BYTES {
             long += 1;
-        } else if !seen.contains(&t) {
+        } else if !seen.contains(t) {
             if words.len() < MAX_QUERY_WORDS {
-                seen.insert(t.clone());
-                words.push(t);
+                seen.insert(t.to_string());
+                words.push(t.to_string());
             } else {
                 more = true;
             }

@@ -6,37 +6,47 @@ use tantivy::tokenizer::{Token, TokenStream, Tokenizer};
 #[derive(Clone, Default)]
 pub struct CodeTokenizer;
 
+/// One document's tokens: their lowercased texts end to end in one buffer, and the one
+/// `Token` tantivy reads, refilled on each `advance` (no allocation per token).
 pub struct CodeTokenStream {
-    tokens: Vec<Token>,
+    texts: String,
+    /// (offset_from, offset_to, end of the token's text in `texts`)
+    spans: Vec<(usize, usize, usize)>,
     next: usize,
+    token: Token,
 }
 
 impl Tokenizer for CodeTokenizer {
     type TokenStream<'a> = CodeTokenStream;
     fn token_stream<'a>(&'a mut self, text: &'a str) -> CodeTokenStream {
-        let mut tokens = Vec::new();
+        let mut texts = String::with_capacity(text.len() * 2);
+        let mut spans = Vec::new();
         split(text, &mut |from, to, t| {
-            let position = tokens.len();
-            tokens.push(Token { offset_from: from, offset_to: to, position, text: t, position_length: 1 });
+            texts.push_str(t);
+            spans.push((from, to, texts.len()));
         });
-        CodeTokenStream { tokens, next: 0 }
+        CodeTokenStream { texts, spans, next: 0, token: Token::default() }
     }
 }
 
 impl TokenStream for CodeTokenStream {
     fn advance(&mut self) -> bool {
-        if self.next < self.tokens.len() {
-            self.next += 1;
-            true
-        } else {
-            false
-        }
+        let Some(&(from, to, end)) = self.spans.get(self.next) else { return false };
+        let start = self.next.checked_sub(1).map_or(0, |p| self.spans[p].2);
+        self.token.offset_from = from;
+        self.token.offset_to = to;
+        self.token.position = self.next;
+        self.token.position_length = 1;
+        self.token.text.clear();
+        self.token.text.push_str(&self.texts[start..end]);
+        self.next += 1;
+        true
     }
     fn token(&self) -> &Token {
-        &self.tokens[self.next - 1]
+        &self.token
     }
     fn token_mut(&mut self) -> &mut Token {
-        &mut self.tokens[self.next - 1]
+        &mut self.token
     }
 }
 
@@ -44,11 +54,27 @@ fn is_word(c: char) -> bool {
     c.is_alphanumeric() || c == '_' || c == '$'
 }
 
+/// `s` lowercased into `buf` (cleared first): bytewise when ASCII, else as
+/// `str::to_lowercase` does it (which knows a word-final sigma).
+fn lower_into<'b>(s: &str, buf: &'b mut String) -> &'b str {
+    buf.clear();
+    if s.is_ascii() {
+        buf.extend(s.bytes().map(|b| b.to_ascii_lowercase() as char));
+    } else {
+        buf.push_str(&s.to_lowercase());
+    }
+    buf
+}
+
 /// Call `emit(from, to, text)` for every token: each run of word characters joined by
 /// `.`, `/`, `-` or `::` as a whole (when it has parts), then each word, then the parts of
-/// each word split at `_` and camelCase boundaries.
-pub(crate) fn split(text: &str, emit: &mut dyn FnMut(usize, usize, String)) {
+/// each word split at `_` and camelCase boundaries. `text` is lowercased, and borrowed
+/// for the call only.
+pub(crate) fn split(text: &str, emit: &mut dyn FnMut(usize, usize, &str)) {
     let bytes = text.as_bytes();
+    let mut words: Vec<(usize, usize)> = Vec::new();
+    let mut parts: Vec<(usize, usize)> = Vec::new();
+    let mut buf = String::new();
     let mut i = 0;
     while i < text.len() {
         let Some(c) = text[i..].chars().next() else { break };
@@ -59,7 +85,7 @@ pub(crate) fn split(text: &str, emit: &mut dyn FnMut(usize, usize, String)) {
         // A compound: words joined by single separators.
         let start = i;
         let mut end = i;
-        let mut words: Vec<(usize, usize)> = Vec::new();
+        words.clear();
         loop {
             let ws = end;
             let mut we = end;
@@ -87,15 +113,15 @@ pub(crate) fn split(text: &str, emit: &mut dyn FnMut(usize, usize, String)) {
             }
         }
         if words.len() > 1 {
-            emit(start, end, text[start..end].to_lowercase());
+            emit(start, end, lower_into(&text[start..end], &mut buf));
         }
-        for (ws, we) in words {
+        for &(ws, we) in &words {
             let word = &text[ws..we];
-            emit(ws, we, word.to_lowercase());
-            let parts = word_parts(word);
+            emit(ws, we, lower_into(word, &mut buf));
+            word_parts(word, &mut parts);
             if parts.len() > 1 {
-                for (ps, pe) in parts {
-                    emit(ws + ps, ws + pe, word[ps..pe].to_lowercase());
+                for &(ps, pe) in &parts {
+                    emit(ws + ps, ws + pe, lower_into(&word[ps..pe], &mut buf));
                 }
             }
         }
@@ -104,19 +130,23 @@ pub(crate) fn split(text: &str, emit: &mut dyn FnMut(usize, usize, String)) {
 }
 
 /// `get_user_name` -> get, user, name; `getUserName` -> get, User, Name;
-/// `HTTPServer` -> HTTP, Server; `parse2json` stays whole.
-fn word_parts(word: &str) -> Vec<(usize, usize)> {
-    let mut parts = Vec::new();
-    let chars: Vec<(usize, char)> = word.char_indices().collect();
+/// `HTTPServer` -> HTTP, Server; `parse2json` stays whole. Into `parts` (cleared first).
+fn word_parts(word: &str, parts: &mut Vec<(usize, usize)>) {
+    parts.clear();
     let mut start: Option<usize> = None;
-    for (k, &(i, c)) in chars.iter().enumerate() {
+    // The previous character, this one (at byte `i`) and the next.
+    let mut it = word.char_indices().peekable();
+    let mut prev: Option<char> = None;
+    while let Some((i, c)) = it.next() {
+        let next = it.peek().map(|&(_, n)| n);
         if c == '_' || c == '$' {
             if let Some(s) = start.take() {
                 parts.push((s, i));
             }
+            prev = Some(c);
             continue;
         }
-        let boundary = match (k.checked_sub(1).map(|p| chars[p].1), chars.get(k + 1).map(|n| n.1)) {
+        let boundary = match (prev, next) {
             (Some(p), _) if p.is_lowercase() && c.is_uppercase() => true,
             (Some(p), Some(n)) if p.is_uppercase() && c.is_uppercase() && n.is_lowercase() => true,
             _ => false,
@@ -129,11 +159,11 @@ fn word_parts(word: &str) -> Vec<(usize, usize)> {
         if start.is_none() {
             start = Some(i);
         }
+        prev = Some(c);
     }
     if let Some(s) = start {
         parts.push((s, word.len()));
     }
-    parts
 }
 
 /// The distinct lowercased tokens of a query, longest first (for snippet lines).
@@ -150,7 +180,7 @@ mod tests {
 
     fn toks(s: &str) -> Vec<String> {
         let mut v = Vec::new();
-        split(s, &mut |_, _, t| v.push(t));
+        split(s, &mut |_, _, t| v.push(t.to_string()));
         v
     }
 
@@ -163,5 +193,154 @@ mod tests {
         assert_eq!(toks("src/app/models.py"), ["src/app/models.py", "src", "app", "models", "py"]);
         assert_eq!(toks("a. b"), ["a", "b"]);
         assert_eq!(toks("Ünïcode_wörd"), ["ünïcode_wörd", "ünïcode", "wörd"]);
+    }
+
+    /// The tokenizer as it was before its tokens stopped allocating one `String` each: the
+    /// reference the new one must equal, token for token.
+    mod reference {
+        fn is_word(c: char) -> bool {
+            c.is_alphanumeric() || c == '_' || c == '$'
+        }
+
+        /// Call `emit(from, to, text)` for every token: each run of word characters joined by
+        /// `.`, `/`, `-` or `::` as a whole (when it has parts), then each word, then the parts of
+        /// each word split at `_` and camelCase boundaries.
+        pub(super) fn split(text: &str, emit: &mut dyn FnMut(usize, usize, String)) {
+            let bytes = text.as_bytes();
+            let mut i = 0;
+            while i < text.len() {
+                let Some(c) = text[i..].chars().next() else { break };
+                if !is_word(c) {
+                    i += c.len_utf8();
+                    continue;
+                }
+                // A compound: words joined by single separators.
+                let start = i;
+                let mut end = i;
+                let mut words: Vec<(usize, usize)> = Vec::new();
+                loop {
+                    let ws = end;
+                    let mut we = end;
+                    for ch in text[end..].chars() {
+                        if is_word(ch) {
+                            we += ch.len_utf8();
+                        } else {
+                            break;
+                        }
+                    }
+                    words.push((ws, we));
+                    end = we;
+                    let sep_len = if text[end..].starts_with("::") {
+                        2
+                    } else if end < bytes.len() && matches!(bytes[end], b'.' | b'/' | b'-') {
+                        1
+                    } else {
+                        0
+                    };
+                    let after = end + sep_len;
+                    if sep_len > 0 && text[after..].chars().next().is_some_and(is_word) {
+                        end = after;
+                    } else {
+                        break;
+                    }
+                }
+                if words.len() > 1 {
+                    emit(start, end, text[start..end].to_lowercase());
+                }
+                for (ws, we) in words {
+                    let word = &text[ws..we];
+                    emit(ws, we, word.to_lowercase());
+                    let parts = word_parts(word);
+                    if parts.len() > 1 {
+                        for (ps, pe) in parts {
+                            emit(ws + ps, ws + pe, word[ps..pe].to_lowercase());
+                        }
+                    }
+                }
+                i = end.max(i + 1);
+            }
+        }
+
+        /// `get_user_name` -> get, user, name; `getUserName` -> get, User, Name;
+        /// `HTTPServer` -> HTTP, Server; `parse2json` stays whole.
+        fn word_parts(word: &str) -> Vec<(usize, usize)> {
+            let mut parts = Vec::new();
+            let chars: Vec<(usize, char)> = word.char_indices().collect();
+            let mut start: Option<usize> = None;
+            for (k, &(i, c)) in chars.iter().enumerate() {
+                if c == '_' || c == '$' {
+                    if let Some(s) = start.take() {
+                        parts.push((s, i));
+                    }
+                    continue;
+                }
+                let boundary = match (k.checked_sub(1).map(|p| chars[p].1), chars.get(k + 1).map(|n| n.1)) {
+                    (Some(p), _) if p.is_lowercase() && c.is_uppercase() => true,
+                    (Some(p), Some(n)) if p.is_uppercase() && c.is_uppercase() && n.is_lowercase() => true,
+                    _ => false,
+                };
+                if boundary {
+                    if let Some(s) = start.take() {
+                        parts.push((s, i));
+                    }
+                }
+                if start.is_none() {
+                    start = Some(i);
+                }
+            }
+            if let Some(s) = start {
+                parts.push((s, word.len()));
+            }
+            parts
+        }
+    }
+
+    fn all_tokens(text: &str) -> Vec<(usize, usize, String)> {
+        let mut v = Vec::new();
+        split(text, &mut |a, b, t| v.push((a, b, t.to_string())));
+        v
+    }
+
+    /// Every source file of this repository and its fixtures, and some hard cases: the
+    /// tokens, offsets and positions equal the reference's.
+    #[test]
+    fn the_tokens_equal_the_reference_tokenizers_on_real_text() {
+        let mut texts: Vec<String> = [
+            "ΣΊΣΥΦΟΣ getΣigma ΌΣΟΣ.ΣΑ HTTPServer::new a::b::c x--y a..b $jq_$x İstanbul ǅemal",
+            "ﬀoo ß ẞTRASSE camelCaseWORDSHere __init__ _ $ a.b/c-d::e f.",
+            "",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        // `REPROAGENT_TOKENIZER_CORPUS=DIR` adds a tree (checked on Django, Guava and
+        // TypeScript: benches/data).
+        let extra = std::env::var_os("REPROAGENT_TOKENIZER_CORPUS").map(std::path::PathBuf::from);
+        let dirs = ["src", "fixtures", "tests"].map(|d| root.join(d));
+        for dir in dirs.iter().chain(extra.as_ref()) {
+            for e in ignore::WalkBuilder::new(dir).build().flatten() {
+                if let Ok(t) = std::fs::read_to_string(e.path()) {
+                    texts.push(t);
+                }
+            }
+        }
+        assert!(texts.len() > 100, "found {} texts", texts.len());
+        for t in &texts {
+            let mut want = Vec::new();
+            reference::split(t, &mut |a, b, s| want.push((a, b, s)));
+            assert_eq!(all_tokens(t), want);
+            let mut stream = CodeTokenizer.token_stream(t);
+            let mut n = 0;
+            while stream.advance() {
+                let tok = stream.token();
+                assert_eq!(
+                    (tok.offset_from, tok.offset_to, &tok.text, tok.position),
+                    (want[n].0, want[n].1, &want[n].2, n)
+                );
+                n += 1;
+            }
+            assert_eq!(n, want.len());
+        }
     }
 }
