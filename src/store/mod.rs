@@ -943,7 +943,7 @@ mod tests {
         let mut r = Rows::default();
         for (i, line) in lines.iter().enumerate() {
             let id = format!("{}{i}", text(i));
-            r.file.insert(format!("{}{i}", text(i)), (text(i + 1), text(i + 2), *line, i % 2 == 0, -*line / 3));
+            r.file.insert(format!("{}{i}", text(i)), (text(i + 1), text(i + 2), *line, i % 2 == 0, -(*line / 3)));
             r.entity.insert(
                 id.clone(),
                 rows::EntityRow {
