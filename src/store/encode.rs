@@ -35,7 +35,7 @@ pub(crate) enum Col<'a> {
 }
 
 impl Col<'_> {
-    fn to_value(self) -> DataValue {
+    pub(crate) fn to_value(self) -> DataValue {
         match self {
             Col::Null => DataValue::Null,
             Col::Bool(b) => DataValue::Bool(b),
@@ -161,7 +161,7 @@ pub(crate) fn each_row(
     rows: &Rows,
     facts: &[(String, Vec<u8>)],
     meta: &[(String, String)],
-    mut f: impl FnMut(&[Col]) -> Result<(), StoreError>,
+    f: &mut dyn FnMut(&[Col]) -> Result<(), StoreError>,
 ) -> Result<(), StoreError> {
     use Col::{Bool, Bytes, Float, Int, Str};
     match rel {
@@ -235,16 +235,6 @@ pub(crate) fn each_row(
     Ok(())
 }
 
-/// The pairs of one row: the relation's, then each index's, as (number, key, value).
-pub(crate) fn row_pairs(l: &Layout, row: &[Col], mut put: impl FnMut(u64, Pair)) -> Result<(), StoreError> {
-    let all: Vec<usize> = (0..l.keys).collect();
-    put(l.id, (key(l.id, row, &all), value(l.id, &row[l.keys..])?));
-    for (id, cols) in &l.indices {
-        put(*id, (key(*id, row, cols), Vec::new()));
-    }
-    Ok(())
-}
-
 /// The pairs of relation (or index) number `id` of `l`, sorted by key.
 pub(crate) fn unit_pairs(
     l: &Layout,
@@ -253,17 +243,32 @@ pub(crate) fn unit_pairs(
     facts: &[(String, Vec<u8>)],
     meta: &[(String, String)],
 ) -> Result<Vec<Pair>, StoreError> {
+    encode_unit(l, id, &mut |f| each_row(l.name, rows, facts, meta, f))
+}
+
+/// The pairs of unit `id` of `l` for the probe rows, encoded as the rows' are.
+pub(crate) fn probe_pairs(l: &Layout, id: u64, probes: &[Vec<DataValue>; 2]) -> Result<Vec<Pair>, StoreError> {
+    encode_unit(l, id, &mut |f| probes.iter().try_for_each(|p| f(&probe_cols(p))))
+}
+
+type RowSource<'r> = dyn FnMut(&mut dyn FnMut(&[Col]) -> Result<(), StoreError>) -> Result<(), StoreError> + 'r;
+
+/// Unit `id` of `l` (the relation's own run, or one of its indices') for every row `rows`
+/// gives, sorted by key; two rows with one key are a store bug.
+fn encode_unit(l: &Layout, id: u64, rows: &mut RowSource) -> Result<Vec<Pair>, StoreError> {
     let mut out: Vec<Pair> = Vec::new();
     if id == l.id {
         let all: Vec<usize> = (0..l.keys).collect();
-        each_row(l.name, rows, facts, meta, |row| {
+        rows(&mut |row| {
             out.push((key(id, row, &all), value(id, &row[l.keys..])?));
             Ok(())
         })?;
     } else {
-        let cols = l.indices.iter().find(|(i, _)| *i == id).map(|(_, c)| c.clone()).unwrap_or_default();
-        each_row(l.name, rows, facts, meta, |row| {
-            out.push((key(id, row, &cols), Vec::new()));
+        let Some((_, cols)) = l.indices.iter().find(|(i, _)| *i == id) else {
+            return Err(StoreError::Db(format!("relation {} has no index number {id} (a store bug)", l.name)));
+        };
+        rows(&mut |row| {
+            out.push((key(id, row, cols), Vec::new()));
             Ok(())
         })?;
     }

@@ -299,13 +299,6 @@ fn s(v: &str) -> DataValue {
     DataValue::from(v)
 }
 
-fn opt(v: &Option<String>) -> DataValue {
-    match v {
-        Some(x) => DataValue::from(x.as_str()),
-        None => DataValue::Null,
-    }
-}
-
 fn named(headers: &[&str], rows: Vec<Vec<DataValue>>) -> NamedRows {
     NamedRows::new(headers.iter().map(|h| h.to_string()).collect(), rows)
 }
@@ -319,54 +312,16 @@ fn to_tuples(
     RELATIONS.iter().chain(INTERNAL).map(|(rel, _, _)| (*rel, tuples_of(rel, rows, facts, meta))).collect()
 }
 
-/// The rows of one relation as Cozo tuples.
+/// The rows of one relation as Cozo tuples (their columns as the full build encodes them:
+/// `encode::each_row`).
 fn tuples_of(rel: &str, rows: &Rows, facts: &[(String, Vec<u8>)], meta: &[(String, String)]) -> Vec<Vec<DataValue>> {
-    match rel {
-        "file" => rows
-            .file
-            .iter()
-            .map(|(p, (l, h, n, t, e))| {
-                vec![s(p), s(l), s(h), DataValue::from(*n), DataValue::Bool(*t), DataValue::from(*e)]
-            })
-            .collect(),
-        "entity" => rows
-            .entity
-            .iter()
-            .map(|(id, e)| {
-                vec![
-                    s(id),
-                    s(&e.kind),
-                    s(&e.name),
-                    s(&e.qname),
-                    s(&e.file),
-                    DataValue::from(e.start_line),
-                    DataValue::from(e.end_line),
-                    s(&e.signature),
-                    s(&e.doc),
-                ]
-            })
-            .collect(),
-        "contains" => rows.contains.iter().map(|(p, c)| vec![s(p), s(c)]).collect(),
-        "calls" => rows
-            .calls
-            .iter()
-            .map(|((a, b, l), (h, c))| vec![s(a), s(b), DataValue::from(*l), s(h), DataValue::from(*c)])
-            .collect(),
-        "call_site" => rows.call_site.iter().map(|(c, l, n, r)| vec![s(c), DataValue::from(*l), s(n), s(r)]).collect(),
-        "unresolved" => {
-            rows.unresolved.iter().map(|(n, c, l, r)| vec![s(n), s(c), DataValue::from(*l), s(r)]).collect()
-        }
-        "imports" => rows
-            .imports
-            .iter()
-            .map(|((f, l, m, n), (a, t))| vec![s(f), DataValue::from(*l), s(m), s(n), s(a), opt(t)])
-            .collect(),
-        "inherits" => rows.inherits.iter().map(|((c, n), b)| vec![s(c), s(n), opt(b)]).collect(),
-        "test_of" => rows.test_of.iter().map(|(t, x)| vec![s(t), s(x)]).collect(),
-        "index_facts" => facts.iter().map(|(p, d)| vec![s(p), DataValue::Bytes(d.clone())]).collect(),
-        "index_meta" => meta.iter().map(|(k, v)| vec![s(k), s(v)]).collect(),
-        _ => Vec::new(),
-    }
+    let mut out = Vec::new();
+    // Only a relation with no rows fails, and it has none to give.
+    let _ = encode::each_row(rel, rows, facts, meta, &mut |row| {
+        out.push(row.iter().map(|c| c.to_value()).collect());
+        Ok(())
+    });
+    out
 }
 
 fn headers(rel: &str) -> Vec<&'static str> {
@@ -526,14 +481,14 @@ fn layouts() -> Result<(Vec<table::Pair>, Vec<encode::Layout>), StoreError> {
             ix.extend(rest);
             let found = groups.keys().copied().filter(|g| *g != id).find(|g| {
                 let want = encode::Layout { name: rel, id, keys: nkeys, indices: vec![(*g, ix.clone())] };
-                pairs_of(&want, *g, &probes).ok().as_ref() == groups.get(g)
+                encode::probe_pairs(&want, *g, &probes).ok().as_ref() == groups.get(g)
             });
             let Some(g) = found else {
                 return Err(bug(format!("no run of index {index} matches its encoding")));
             };
             layout.indices.push((g, ix));
         }
-        if pairs_of(&layout, id, &probes)?.as_slice() != groups[&id].as_slice() {
+        if encode::probe_pairs(&layout, id, &probes)?.as_slice() != groups[&id].as_slice() {
             return Err(bug(format!("relation {rel}'s rows are not encoded as expected")));
         }
         if groups.len() != 1 + layout.indices.len() {
@@ -545,20 +500,6 @@ fn layouts() -> Result<(Vec<table::Pair>, Vec<encode::Layout>), StoreError> {
         return Err(bug("the catalog changed while probing".into()));
     }
     Ok((catalog, out))
-}
-
-/// The pairs of unit `id` of `l` for the probe rows, sorted.
-fn pairs_of(l: &encode::Layout, id: u64, probes: &[Vec<DataValue>; 2]) -> Result<Vec<table::Pair>, StoreError> {
-    let mut out = Vec::new();
-    for p in probes {
-        encode::row_pairs(l, &encode::probe_cols(p), |i, pair| {
-            if i == id {
-                out.push(pair)
-            }
-        })?;
-    }
-    out.sort();
-    Ok(out)
 }
 
 /// The changes between two row sets, as Cozo deletions and puts.
