@@ -116,6 +116,41 @@ fn name_and_alias(n: Node, src: &str) -> (String, String) {
 /// binding's position (its owner is the entity around it).
 pub(crate) type RawBinding<'t> = (Node<'t>, String, String);
 
+/// The kinds [`bindings`] matches on, by kind id: the other kinds are `""`.
+struct KindTable(Vec<&'static str>);
+
+impl KindTable {
+    const MATCHED: [&'static str; 13] = [
+        "class_definition",
+        "call",
+        "function_definition",
+        "assignment",
+        "return_statement",
+        "augmented_assignment",
+        "named_expression",
+        "for_statement",
+        "for_in_clause",
+        "as_pattern",
+        "except_clause",
+        "import_statement",
+        "import_from_statement",
+    ];
+
+    fn of(root: Node) -> KindTable {
+        let lang = root.language();
+        let ids = (0..lang.node_kind_count() as u16).map(|id| {
+            let name = lang.node_kind_for_id(id).unwrap_or("");
+            Self::MATCHED.iter().copied().find(|m| *m == name).unwrap_or("")
+        });
+        KindTable(ids.collect())
+    }
+
+    /// The node's kind if [`bindings`] matches on it, else `""`.
+    fn name(&self, n: Node) -> &'static str {
+        self.0.get(n.kind_id() as usize).copied().unwrap_or("")
+    }
+}
+
 /// Every binding of a file: parameters, assignments (plain, annotated, augmented,
 /// chained, walrus), `for` and comprehension targets, `with ... as`, `except ... as`,
 /// imports inside functions, return annotations. One walk over the tree.
@@ -128,9 +163,15 @@ pub(crate) fn bindings<'t>(root: Node<'t>, src: &str, out: &mut Vec<RawBinding<'
     // (class node id, method name): methods that do `setattr(p0, p1, p2)` with their
     // first three parameters.
     let mut setters: std::collections::HashSet<(usize, String)> = std::collections::HashSet::new();
+    // The walk meets every named node of the file: its kind is matched by number (a
+    // table made once per file), not by name (`Node::kind` measures and checks a C string
+    // per node), and one cursor serves every node's children.
+    let kinds = KindTable::of(root);
+    let mut cursor = root.walk();
     while let Some((n, def)) = stack.pop() {
         let in_def = def.is_some();
-        match n.kind() {
+        let kind = kinds.name(n);
+        match kind {
             // `class Model(metaclass=ModelBase)`: the class's metaclass, as `@metaclass`.
             "class_definition" => {
                 if let Some(sup) = n.child_by_field_name("superclasses") {
@@ -243,9 +284,8 @@ pub(crate) fn bindings<'t>(root: Node<'t>, src: &str, out: &mut Vec<RawBinding<'
             }
             _ => {}
         }
-        let def = if n.kind() == "function_definition" { Some(n) } else { def };
-        let mut c = n.walk();
-        for ch in n.named_children(&mut c) {
+        let def = if kind == "function_definition" { Some(n) } else { def };
+        for ch in n.named_children(&mut cursor) {
             stack.push((ch, def));
         }
     }
