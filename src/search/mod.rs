@@ -175,13 +175,26 @@ pub fn docs_for(facts: &FileFacts, text: &str) -> Vec<SearchDoc> {
         start_line: 1,
         end_line: facts.lines.max(1) as u64,
     });
-    // The bodies of one file's entities, in all: eight times the file. Bodies overlap as
-    // entities nest (a class holds its methods), a few times over in real code; 5,000
-    // nested functions would otherwise put the file in the index 5,000 times over. Past
-    // it, entities are found by name, signature and doc, not body.
+    // An entity's body is its own lines: a nested entity (a class's method, a closure)
+    // stands in its parent's body by its first line only (its `def` or signature line), so
+    // each line of code is in the index about twice (the file and its innermost entity),
+    // not once per nesting level. A term of a method's body finds the method and the file,
+    // no longer every enclosing class.
+    let mut nested: Vec<Vec<(usize, usize)>> = vec![Vec::new(); facts.entities.len()];
+    for e in &facts.entities {
+        if let Some(p) = e.parent.and_then(|p| nested.get_mut(p as usize)) {
+            p.push((e.start_line as usize, e.end_line as usize));
+        }
+    }
+    // The bodies of one file's entities, in all: eight times the file. Even own lines
+    // overlap where a grammar nests entities on one line; past it, entities are found by
+    // name, signature and doc, not body.
     let mut body_budget = text.len().saturating_mul(8).saturating_add(MAX_BODY_BYTES);
-    for e in facts.entities.iter().filter(|e| e.kind != Kind::Module) {
+    for (ei, e) in facts.entities.iter().enumerate().filter(|(_, e)| e.kind != Kind::Module) {
         let (s, t) = ((e.start_line as usize).saturating_sub(1), (e.end_line as usize).min(lines.len()));
+        let kids = &mut nested[ei];
+        kids.sort_unstable();
+        let mut kid = 0;
         // Joined only up to the cut: a deeply nested entity spans most of the file, and
         // joining every entity's whole span was quadratic.
         let mut body = String::new();
@@ -189,7 +202,16 @@ pub fn docs_for(facts: &FileFacts, text: &str) -> Vec<SearchDoc> {
             if body.len() > MAX_BODY_BYTES.min(body_budget) {
                 break;
             }
-            if i > s {
+            // Line numbers are 1-based: line `i + 1` is inside a nested entity past its
+            // first line when start < i + 1 <= end.
+            let n = i + 1;
+            while kid < kids.len() && kids[kid].1 < n {
+                kid += 1;
+            }
+            if kids[kid..].iter().take_while(|k| k.0 < n).any(|k| n <= k.1) {
+                continue;
+            }
+            if !body.is_empty() {
                 body.push('\n');
             }
             body.push_str(l);

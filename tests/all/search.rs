@@ -112,3 +112,29 @@ fn a_keyword_index_that_does_not_match_the_graph_is_stale_until_reindexed() {
     assert_eq!(s.mode, "unchanged");
     assert_eq!(top(root, "round_money", None, 1), ["core/pricing.py:round_money"]);
 }
+
+#[test]
+fn an_entity_body_holds_its_own_lines_and_its_children_by_their_first_line() {
+    use reproagent::extract::{Extractor, Limits};
+    use reproagent::lang::Lang;
+    let src = "class Cart:\n    \"\"\"A cart.\"\"\"\n    size = 3\n\n    def total(self):\n        return apply_discount(self)\n\n    def empty(self):\n        def inner():\n            return clear_everything()\n        return inner\n";
+    let facts =
+        Extractor::new(Limits::default()).extract_bytes("cart.py", Lang::Python, src.as_bytes(), "h".into()).unwrap();
+    let docs = reproagent::search::docs_for(&facts, src);
+    let body = |id: &str| docs.iter().find(|d| d.id == id).unwrap_or_else(|| panic!("no doc {id}")).body.clone();
+    // The file's document is the whole file.
+    assert_eq!(body("cart.py"), src);
+    // The class: its own lines and each method's `def` line, not the methods' bodies.
+    let class = body("cart.py:Cart");
+    assert!(
+        class.contains("size = 3") && class.contains("def total(self):") && class.contains("def empty(self):"),
+        "{class}"
+    );
+    assert!(!class.contains("apply_discount") && !class.contains("clear_everything"), "{class}");
+    // A method: its own lines; a function nested in it by its first line only.
+    let empty = body("cart.py:Cart.empty");
+    assert!(empty.contains("def inner():") && empty.contains("return inner"), "{empty}");
+    assert!(!empty.contains("clear_everything"), "{empty}");
+    assert!(body("cart.py:Cart.empty.inner").contains("clear_everything"));
+    assert!(body("cart.py:Cart.total").contains("apply_discount"));
+}
