@@ -465,10 +465,11 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
             // a stale keyword index from the graph): it is written from the moment the
             // parse ends, beside resolving and writing the graph. The graph's resolve and
             // writer are one thread each; the keyword index takes the rest.
+            let docs = std::mem::take(&mut new_docs);
             let (graph, text) = std::thread::scope(|s| {
                 let text = s.spawn(|| {
                     let t = Instant::now();
-                    store::text::write_full(&root, &new_docs, &digest, threads).map(|_| t.elapsed().as_secs_f64())
+                    store::text::write_full(&root, docs, &digest, threads).map(|_| t.elapsed().as_secs_f64())
                 });
                 let t = Instant::now();
                 let new_rows = resolve(&new_facts);
@@ -633,7 +634,7 @@ fn rebuild_search(root: &Path, facts: &[FileFacts], digest: &str, threads: usize
             search::docs_for(f, &text)
         })
         .collect();
-    store::text::write_full(root, &docs, digest, threads)?;
+    store::text::write_full(root, docs, digest, threads)?;
     Ok(())
 }
 

@@ -17,7 +17,10 @@ fn tv(e: tantivy::TantivyError) -> StoreError {
     StoreError::Db(format!("keyword index: {e}"))
 }
 
-fn add_all(writer: &IndexWriter, docs: &[SearchDoc]) -> Result<(), StoreError> {
+fn add_all<'a>(
+    writer: &IndexWriter,
+    docs: impl IntoIterator<Item = std::borrow::Cow<'a, SearchDoc>>,
+) -> Result<(), StoreError> {
     let (_, f) = schema();
     for d in docs {
         writer.add_document(d.to_tantivy(&f)).map_err(tv)?;
@@ -33,8 +36,9 @@ fn commit(mut writer: IndexWriter, digest: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Build the keyword index from scratch and swap it in for the old one.
-pub fn write_full(root: &Path, docs: &[SearchDoc], digest: &str, threads: usize) -> Result<(), StoreError> {
+/// Build the keyword index from scratch and swap it in for the old one. Each document is
+/// dropped once tantivy has its copy: a full build does not hold every body twice.
+pub fn write_full(root: &Path, docs: Vec<SearchDoc>, digest: &str, threads: usize) -> Result<(), StoreError> {
     let live = search_dir(root);
     let parent = live.parent().unwrap_or(root);
     std::fs::create_dir_all(parent)?;
@@ -50,7 +54,7 @@ pub fn write_full(root: &Path, docs: &[SearchDoc], digest: &str, threads: usize)
     let index = Index::create_in_dir(&tmp, schema).map_err(tv)?;
     register_tokenizers(&index);
     let writer: IndexWriter = index.writer_with_num_threads(threads.clamp(1, 8), WRITER_HEAP).map_err(tv)?;
-    add_all(&writer, docs)?;
+    add_all(&writer, docs.into_iter().map(std::borrow::Cow::Owned))?;
     commit(writer, digest)?;
     drop(index);
     let old = parent.join(format!("search.old-{}", std::process::id()));
@@ -71,6 +75,6 @@ pub fn update(root: &Path, paths: &[String], docs: &[SearchDoc], digest: &str) -
     for p in paths {
         writer.delete_term(Term::from_field_text(f.path, p));
     }
-    add_all(&writer, docs)?;
+    add_all(&writer, docs.iter().map(std::borrow::Cow::Borrowed))?;
     commit(writer, digest)
 }
