@@ -316,7 +316,8 @@ fn to_tuples(
 /// `encode::each_row`).
 fn tuples_of(rel: &str, rows: &Rows, facts: &[(String, Vec<u8>)], meta: &[(String, String)]) -> Vec<Vec<DataValue>> {
     let mut out = Vec::new();
-    // Only a relation with no rows fails, and it has none to give.
+    // `each_row` fails only for a name it does not know; every name in `RELATIONS` and
+    // `INTERNAL` is one (a full build, which writes through it, would stop otherwise).
     let _ = encode::each_row(rel, rows, facts, meta, &mut |row| {
         out.push(row.iter().map(|c| c.to_value()).collect());
         Ok(())

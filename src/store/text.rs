@@ -3,6 +3,7 @@
 //! ones) committed with the graph's tree digest as payload, so a reader can tell a keyword
 //! index that matches the graph from one an interrupted run left behind.
 
+use std::borrow::Borrow;
 use std::path::Path;
 
 use tantivy::{Index, IndexWriter, Term};
@@ -17,13 +18,10 @@ fn tv(e: tantivy::TantivyError) -> StoreError {
     StoreError::Db(format!("keyword index: {e}"))
 }
 
-fn add_all<'a>(
-    writer: &IndexWriter,
-    docs: impl IntoIterator<Item = std::borrow::Cow<'a, SearchDoc>>,
-) -> Result<(), StoreError> {
+fn add_all(writer: &IndexWriter, docs: impl IntoIterator<Item = impl Borrow<SearchDoc>>) -> Result<(), StoreError> {
     let (_, f) = schema();
     for d in docs {
-        writer.add_document(d.to_tantivy(&f)).map_err(tv)?;
+        writer.add_document(d.borrow().to_tantivy(&f)).map_err(tv)?;
     }
     Ok(())
 }
@@ -54,7 +52,7 @@ pub fn write_full(root: &Path, docs: Vec<SearchDoc>, digest: &str, threads: usiz
     let index = Index::create_in_dir(&tmp, schema).map_err(tv)?;
     register_tokenizers(&index);
     let writer: IndexWriter = index.writer_with_num_threads(threads.clamp(1, 8), WRITER_HEAP).map_err(tv)?;
-    add_all(&writer, docs.into_iter().map(std::borrow::Cow::Owned))?;
+    add_all(&writer, docs)?;
     commit(writer, digest)?;
     drop(index);
     let old = parent.join(format!("search.old-{}", std::process::id()));
@@ -75,6 +73,6 @@ pub fn update(root: &Path, paths: &[String], docs: &[SearchDoc], digest: &str) -
     for p in paths {
         writer.delete_term(Term::from_field_text(f.path, p));
     }
-    add_all(&writer, docs.iter().map(std::borrow::Cow::Borrowed))?;
+    add_all(&writer, docs)?;
     commit(writer, digest)
 }
