@@ -522,12 +522,12 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
 /// reach can pass through them. Tests are found by walking the stored graph backwards
 /// from the affected files' entities; their new reach walks the new rows where the
 /// affected files are, and the stored graph (unchanged there) elsewhere.
-fn resolve_affected(
+fn resolve_affected<'a>(
     store: &store::Store,
     old_changed: &[FileFacts],
-    new: &[FileFacts],
+    new: &'a [FileFacts],
     changed: &BTreeSet<&str>,
-) -> Result<(Rows, Rows), IndexError> {
+) -> Result<(Rows<'static>, Rows<'a>), IndexError> {
     use crate::resolve::{affected, resolve_files, test_reach, World, TEST_REACH_CONFIDENCE, TEST_REACH_DEPTH};
     let new_w = World::new(new);
     let old_changed: Vec<&FileFacts> = old_changed.iter().collect();
@@ -557,7 +557,7 @@ fn resolve_affected(
         let mut m: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for ((caller, callee, _), (_, conf)) in &rows.calls {
             if *conf >= TEST_REACH_CONFIDENCE {
-                m.entry(caller.clone()).or_default().insert(callee.clone());
+                m.entry(caller.to_string()).or_default().insert(callee.to_string());
             }
         }
         m
@@ -617,7 +617,10 @@ fn resolve_affected(
             out.entry(caller).or_default().push(callee);
         }
         Ok::<_, IndexError>(out)
-    })?;
+    })?
+    .into_iter()
+    .map(|(t, x)| (t.into(), x.into()))
+    .collect();
     Ok((old_part, new_part))
 }
 

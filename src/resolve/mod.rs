@@ -10,6 +10,7 @@ mod java;
 mod python;
 mod typescript;
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use rustc_hash::FxHashMap;
@@ -64,7 +65,7 @@ pub const TEST_REACH_CONFIDENCE: f64 = 0.5;
 /// An entity: (file index, entity index in the file).
 pub type ERef = (u32, u32);
 
-pub use crate::store::rows::{EntityRow, Rows};
+pub use crate::store::rows::{EntityRow, Rows, Text};
 
 /// The totals the summary reports, kept in the index so that an incremental run can
 /// update them from the rows it changes instead of counting everything again.
@@ -79,7 +80,7 @@ impl Counts {
     pub fn of(rows: &Rows) -> Counts {
         let mut by_how = BTreeMap::new();
         for (how, _) in rows.calls.values() {
-            *by_how.entry(how.clone()).or_insert(0) += 1;
+            *by_how.entry(how.to_string()).or_insert(0) += 1;
         }
         Counts { entities: rows.entity.len() as i64, edges: rows.calls.len() as i64, by_how }
     }
@@ -400,12 +401,12 @@ impl<'a> World<'a> {
 }
 
 /// Resolve every file's facts into rows. `files` must be sorted by path.
-pub fn resolve(files: &[FileFacts]) -> Rows {
+pub fn resolve(files: &[FileFacts]) -> Rows<'_> {
     resolve_world(&World::new(files))
 }
 
 /// Every file of a world into rows.
-pub fn resolve_world(world: &World) -> Rows {
+pub fn resolve_world<'a>(world: &World<'a>) -> Rows<'a> {
     let all: Vec<u32> = (0..world.files.len() as u32).collect();
     let mut rows = resolve_files(world, &all);
     rows.test_of = test_of(&world.files, &rows);
@@ -413,36 +414,38 @@ pub fn resolve_world(world: &World) -> Rows {
 }
 
 /// The rows of some files (all but `test_of`, which needs every edge): the file, its
-/// entities, and the edges and sites whose caller, child or file it holds.
-pub fn resolve_files(world: &World, which: &[u32]) -> Rows {
+/// entities, and the edges and sites whose caller, child or file it holds. Their text is
+/// borrowed from the world's facts.
+pub fn resolve_files<'a>(world: &World<'a>, which: &[u32]) -> Rows<'a> {
+    let b = |s: &'a str| -> Text<'a> { Cow::Borrowed(s) };
     let files = &world.files;
     let mut rows = Rows::default();
     for &fi in which {
-        let f = files[fi as usize];
+        let f: &'a FileFacts = files[fi as usize];
         rows.file.insert(
-            f.path.clone(),
-            (f.lang.name().to_string(), f.hash.clone(), f.lines as i64, f.is_test, f.syntax_errors as i64),
+            b(&f.path),
+            (b(f.lang.name()), b(&f.hash), f.lines as i64, f.is_test, f.syntax_errors as i64),
         );
         for (ei, e) in f.entities.iter().enumerate() {
             rows.entity.insert(
-                e.id.clone(),
+                b(&e.id),
                 EntityRow {
-                    kind: e.kind.as_str().to_string(),
-                    name: e.name.clone(),
-                    qname: e.qname.clone(),
-                    file: f.path.clone(),
+                    kind: b(e.kind.as_str()),
+                    name: b(&e.name),
+                    qname: b(&e.qname),
+                    file: b(&f.path),
                     start_line: e.start_line as i64,
                     end_line: e.end_line as i64,
-                    signature: e.signature.clone(),
-                    doc: e.doc.clone(),
+                    signature: b(&e.signature),
+                    doc: b(&e.doc),
                 },
             );
             if let Some(p) = e.parent {
-                rows.contains.insert((f.entities[p as usize].id.clone(), e.id.clone()));
+                rows.contains.insert((b(&f.entities[p as usize].id), b(&e.id)));
             }
             if let Some(bs) = world.bases.get(&(fi, ei as u32)) {
-                for (name, b) in e.bases.iter().zip(bs) {
-                    rows.inherits.insert((e.id.clone(), name.clone()), b.map(|b| world.id(b).to_string()));
+                for (name, base) in e.bases.iter().zip(bs) {
+                    rows.inherits.insert((b(&e.id), b(name)), base.map(|x| b(world.id(x))));
                 }
             }
         }
@@ -453,20 +456,20 @@ pub fn resolve_files(world: &World, which: &[u32]) -> Rows {
                 Lang::Java => java::import_target(world, fi, imp),
             };
             rows.imports.insert(
-                (f.path.clone(), imp.line as i64, imp.module.clone(), imp.name.clone()),
-                (imp.alias.clone(), target),
+                (b(&f.path), imp.line as i64, b(&imp.module), b(&imp.name)),
+                (b(&imp.alias), target.map(Cow::Owned)),
             );
         }
         for call in &f.calls {
-            let caller = &f.entities[call.owner as usize].id;
-            rows.call_site.insert((caller.clone(), call.line as i64, call.name.clone(), call.receiver.clone()));
+            let caller = b(&f.entities[call.owner as usize].id);
+            rows.call_site.insert((caller.clone(), call.line as i64, b(&call.name), b(&call.receiver)));
             let hits = match f.lang {
                 Lang::Python => python::resolve_call(world, fi, call),
                 Lang::TypeScript => typescript::resolve_call(world, fi, call),
                 Lang::Java => java::resolve_call(world, fi, call),
             };
             if hits.is_empty() {
-                rows.unresolved.insert((call.name.clone(), caller.clone(), call.line as i64, call.receiver.clone()));
+                rows.unresolved.insert((b(&call.name), caller.clone(), call.line as i64, b(&call.receiver)));
             }
             let n = hits.iter().filter(|h| h.how == How::Name).count().max(1);
             for h in hits {
@@ -474,10 +477,10 @@ pub fn resolve_files(world: &World, which: &[u32]) -> Rows {
                 if h.how == How::Name {
                     conf = ((conf / n as f64) * 1000.0).round() / 1000.0;
                 }
-                let key = (caller.clone(), world.id(h.target).to_string(), call.line as i64);
+                let key = (caller.clone(), b(world.id(h.target)), call.line as i64);
                 let better = rows.calls.get(&key).is_none_or(|(_, c)| conf > *c);
                 if better {
-                    rows.calls.insert(key, (h.how.as_str().to_string(), conf));
+                    rows.calls.insert(key, (b(h.how.as_str()), conf));
                 }
             }
         }
@@ -487,11 +490,11 @@ pub fn resolve_files(world: &World, which: &[u32]) -> Rows {
 
 /// Tests and what they reach: at most [`TEST_REACH_DEPTH`] edges of confidence at least
 /// [`TEST_REACH_CONFIDENCE`].
-fn test_of(files: &[&FileFacts], rows: &Rows) -> BTreeSet<(String, String)> {
-    let mut out_edges: HashMap<&str, Vec<&str>> = HashMap::new();
+fn test_of<'a>(files: &[&'a FileFacts], rows: &Rows<'a>) -> BTreeSet<(Text<'a>, Text<'a>)> {
+    let mut out_edges: HashMap<&str, Vec<&Text<'a>>> = HashMap::new();
     for ((caller, callee, _), (_, conf)) in &rows.calls {
         if *conf >= TEST_REACH_CONFIDENCE {
-            out_edges.entry(caller.as_str()).or_default().push(callee.as_str());
+            out_edges.entry(caller.as_ref()).or_default().push(callee);
         }
     }
     let mut out = BTreeSet::new();
@@ -505,9 +508,9 @@ fn test_of(files: &[&FileFacts], rows: &Rows) -> BTreeSet<(String, String)> {
                     continue;
                 }
                 for &next in out_edges.get(at).map(|v| v.as_slice()).unwrap_or(&[]) {
-                    if seen.insert(next) {
-                        out.insert((e.id.clone(), next.to_string()));
-                        queue.push_back((next, d + 1));
+                    if seen.insert(next.as_ref()) {
+                        out.insert((Cow::Borrowed(e.id.as_str()), next.clone()));
+                        queue.push_back((next.as_ref(), d + 1));
                     }
                 }
             }

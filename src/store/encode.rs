@@ -47,7 +47,7 @@ impl Col<'_> {
     }
 }
 
-fn opt(v: &Option<String>) -> Col<'_> {
+fn opt<'a>(v: &'a Option<super::rows::Text<'_>>) -> Col<'a> {
     v.as_deref().map_or(Col::Null, Col::Str)
 }
 

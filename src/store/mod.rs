@@ -700,12 +700,10 @@ impl Store {
     }
 
     /// The stored `test_of` rows of some tests.
-    pub fn test_of_rows(&self, tests: &[&str]) -> Result<BTreeSet<(String, String)>, StoreError> {
+    pub fn test_of_rows(&self, tests: &[&str]) -> Result<BTreeSet<(rows::Text<'static>, rows::Text<'static>)>, StoreError> {
         let r = self.run_ids("?[test, target] := test in $ids, *test_of{test, target}", tests, 0.0)?;
-        Ok(r.rows
-            .iter()
-            .filter_map(|row| Some((row.first()?.get_str()?.to_string(), row.get(1)?.get_str()?.to_string())))
-            .collect())
+        let own = |v: &DataValue| Some(rows::Text::Owned(v.get_str()?.to_string()));
+        Ok(r.rows.iter().filter_map(|row| Some((own(row.first()?)?, own(row.get(1)?)?))).collect())
     }
 
     /// The stored rows the files at `paths` hold (all but `test_of`): each file's row, its
@@ -713,15 +711,15 @@ impl Store {
     /// them. The same rows as resolving those files in the tree the index was built from
     /// (`resolve::resolve_files`): what an incremental run takes away before it puts the
     /// files' new rows.
-    pub fn rows_of_files(&self, paths: &[&str]) -> Result<Rows, StoreError> {
+    pub fn rows_of_files(&self, paths: &[&str]) -> Result<Rows<'static>, StoreError> {
         let mut rows = Rows::default();
         if paths.is_empty() {
             return Ok(rows);
         }
         let q = |script: &str, ids: &[&str]| self.run_ids(script, ids, 0.0).map(|r| r.rows);
-        let st = |v: &DataValue| v.get_str().unwrap_or_default().to_string();
+        let st = |v: &DataValue| -> rows::Text<'static> { v.get_str().unwrap_or_default().to_string().into() };
         let int = |v: &DataValue| v.get_int().unwrap_or_default();
-        let ost = |v: &DataValue| v.get_str().map(str::to_string);
+        let ost = |v: &DataValue| v.get_str().map(|s| rows::Text::Owned(s.to_string()));
         for r in q(
             "?[path, lang, hash, lines, is_test, syntax_errors] := path in $ids, *file{path, lang, hash, lines, is_test, syntax_errors}",
             paths,
@@ -755,7 +753,7 @@ impl Store {
         )? {
             rows.imports.insert((st(&r[0]), int(&r[1]), st(&r[2]), st(&r[3])), (st(&r[4]), ost(&r[5])));
         }
-        let ids: Vec<&str> = rows.entity.keys().map(String::as_str).collect();
+        let ids: Vec<&str> = rows.entity.keys().map(|k| k.as_ref()).collect();
         for r in q("?[parent, child] := parent in $ids, *contains{parent, child}", &ids)? {
             rows.contains.insert((st(&r[0]), st(&r[1])));
         }

@@ -1,39 +1,47 @@
 //! The rows of every stored relation, as the resolver produces them and the store writes
 //! them: the store owns its row types; `resolve` fills them.
+//!
+//! Text is a [`Text`]: a full build's rows borrow every id, name and path from the
+//! parsed facts they come from (a copy of each would be a third of the build's peak
+//! memory on Django), while rows read back from a stored graph own theirs.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
+/// A row's text: borrowed from the facts, or owned when read from the store.
+pub type Text<'a> = Cow<'a, str>;
+
 /// The key of an `imports` row: (file, line, module, name).
-pub type ImportKey = (String, i64, String, String);
+pub type ImportKey<'a> = (Text<'a>, i64, Text<'a>, Text<'a>);
 
 /// The rows of every stored relation, sorted and free of duplicates.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub struct Rows {
+pub struct Rows<'a> {
     /// path => lang, hash, lines, is_test, syntax_errors
-    pub file: BTreeMap<String, (String, String, i64, bool, i64)>,
+    pub file: BTreeMap<Text<'a>, (Text<'a>, Text<'a>, i64, bool, i64)>,
     /// id => kind, name, qname, file, start_line, end_line, signature, doc
-    pub entity: BTreeMap<String, EntityRow>,
-    pub contains: BTreeSet<(String, String)>,
+    pub entity: BTreeMap<Text<'a>, EntityRow<'a>>,
+    pub contains: BTreeSet<(Text<'a>, Text<'a>)>,
     /// (caller, callee, line) => how, confidence
-    pub calls: BTreeMap<(String, String, i64), (String, f64)>,
-    pub call_site: BTreeSet<(String, i64, String, String)>,
+    pub calls: BTreeMap<(Text<'a>, Text<'a>, i64), (Text<'a>, f64)>,
+    pub call_site: BTreeSet<(Text<'a>, i64, Text<'a>, Text<'a>)>,
     /// The call sites that got no edge: (name, caller, line, receiver).
-    pub unresolved: BTreeSet<(String, String, i64, String)>,
+    pub unresolved: BTreeSet<(Text<'a>, Text<'a>, i64, Text<'a>)>,
     /// (file, line, module, name) => alias, target
-    pub imports: BTreeMap<ImportKey, (String, Option<String>)>,
+    pub imports: BTreeMap<ImportKey<'a>, (Text<'a>, Option<Text<'a>>)>,
     /// (child, base_name) => base
-    pub inherits: BTreeMap<(String, String), Option<String>>,
-    pub test_of: BTreeSet<(String, String)>,
+    pub inherits: BTreeMap<(Text<'a>, Text<'a>), Option<Text<'a>>>,
+    pub test_of: BTreeSet<(Text<'a>, Text<'a>)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct EntityRow {
-    pub kind: String,
-    pub name: String,
-    pub qname: String,
-    pub file: String,
+pub struct EntityRow<'a> {
+    pub kind: Text<'a>,
+    pub name: Text<'a>,
+    pub qname: Text<'a>,
+    pub file: Text<'a>,
     pub start_line: i64,
     pub end_line: i64,
-    pub signature: String,
-    pub doc: String,
+    pub signature: Text<'a>,
+    pub doc: Text<'a>,
 }
