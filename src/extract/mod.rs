@@ -714,6 +714,12 @@ fn build_facts(
     }
     vars.sort_by(|a, b| (a.owner, &a.name, &a.ty).cmp(&(b.owner, &b.name, &b.ty)));
     vars.dedup();
+    // The facts of every file are held until the index is written: no spare capacity
+    // (a list collected in place keeps the buffer of the larger raw tuples it came from).
+    entities.shrink_to_fit();
+    calls.shrink_to_fit();
+    imports.shrink_to_fit();
+    vars.shrink_to_fit();
 
     FileFacts {
         path: rel.to_string(),
