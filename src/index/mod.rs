@@ -353,7 +353,9 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
     // Which of `new_facts` were parsed in this run (added or changed).
     let mut fresh: Vec<bool> = Vec::with_capacity(results.len());
     // Keyword documents of the files parsed in this run, in path order.
-    let mut new_docs: Vec<SearchDoc> = Vec::new();
+    // (One list per file: the keyword writer frees each as it goes, and no list of every
+    // document is grown by doubling.)
+    let mut new_docs: Vec<Vec<SearchDoc>> = Vec::new();
     drop(old_by_path);
     old_slots.extend(old_facts.into_iter().map(Some));
     for r in results {
@@ -366,7 +368,7 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
                 fresh.push(false);
             }
             Ok(Got::Parsed(f, docs)) => {
-                new_docs.extend(docs);
+                new_docs.push(docs);
                 new_facts.push(*f);
                 fresh.push(true);
             }
@@ -451,7 +453,7 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
                     paths.extend(old_changed.iter().map(|f| f.path.clone()));
                     paths.sort();
                     paths.dedup();
-                    store::text::update(&root, &paths, &new_docs, &digest)?;
+                    store::text::update(&root, &paths, new_docs.iter().flatten(), &digest)?;
                 } else {
                     rebuild_search(&root, &new_facts, &digest, threads)?;
                 }
@@ -469,16 +471,16 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
             let (graph, text) = std::thread::scope(|s| {
                 let text = s.spawn(|| {
                     let t = Instant::now();
-                    store::text::write_full(&root, docs, &digest, threads).map(|_| t.elapsed().as_secs_f64())
+                    store::text::write_full(&root, docs.into_iter().flatten(), &digest, threads).map(|_| t.elapsed().as_secs_f64())
                 });
                 let t = Instant::now();
                 let new_rows = resolve(&new_facts);
                 let resolved = t.elapsed().as_secs_f64();
                 let t = Instant::now();
                 let counts = Counts::of(&new_rows);
-                let facts = store::encode_facts(&new_facts.iter().collect::<Vec<_>>());
-                let graph = store::write_full(&db_path, &root, &new_rows, &facts, &digest, &counts)
-                    .map(|_| (resolved, t.elapsed().as_secs_f64(), total_rows(&new_rows), counts));
+                let total = total_rows(&new_rows);
+                let graph = store::write_full(&db_path, &root, new_rows, &new_facts, &digest, &counts)
+                    .map(|_| (resolved, t.elapsed().as_secs_f64(), total, counts));
                 (graph, text.join())
             });
             let text =

@@ -20,6 +20,7 @@ use cozo::{DataValue, Num};
 use serde::Serialize;
 
 use super::rows::Rows;
+use crate::extract::FileFacts;
 use super::table::Pair;
 use super::StoreError;
 
@@ -128,21 +129,59 @@ fn put_key_col(out: &mut Vec<u8>, c: Col) {
 /// The key of a row of relation `id`: its number and the columns `cols` in memcmp order.
 fn key(id: u64, row: &[Col], cols: &[usize]) -> Vec<u8> {
     let mut out = Vec::with_capacity(8 + cols.len() * 24);
+    key_into(&mut out, id, row, cols);
+    out
+}
+
+/// [`key`] into a buffer (cleared first).
+fn key_into(out: &mut Vec<u8>, id: u64, row: &[Col], cols: &[usize]) {
+    out.clear();
     out.extend_from_slice(&id.to_be_bytes());
     for &c in cols {
-        put_key_col(&mut out, row[c]);
+        put_key_col(out, row[c]);
     }
-    out
 }
 
 /// The value of a row: the number again, then the value columns as MessagePack.
 fn value(id: u64, vals: &[Col]) -> Result<Vec<u8>, StoreError> {
     let mut out = Vec::with_capacity(8 + vals.len() * 16);
+    value_into(&mut out, id, vals)?;
+    Ok(out)
+}
+
+/// [`value`] into a buffer (cleared first).
+fn value_into(out: &mut Vec<u8>, id: u64, vals: &[Col]) -> Result<(), StoreError> {
+    out.clear();
     out.extend_from_slice(&id.to_be_bytes());
     let vals: Vec<DataValue> = vals.iter().map(|c| c.to_value()).collect();
-    vals.serialize(&mut rmp_serde::Serializer::new(&mut out))
-        .map_err(|e| StoreError::Db(format!("encoding a stored value: {e}")))?;
-    Ok(out)
+    vals.serialize(&mut rmp_serde::Serializer::new(out))
+        .map_err(|e| StoreError::Db(format!("encoding a stored value: {e}")))
+}
+
+/// The per-file facts blobs of `index_facts`: already encoded (an incremental run's
+/// changes), or the parsed facts, encoded one file at a time as the rows are written (a
+/// full build does not hold every file's blob at once).
+#[derive(Clone, Copy)]
+pub enum Facts<'a> {
+    Encoded(&'a [(String, Vec<u8>)]),
+    Parsed(&'a [FileFacts]),
+}
+
+impl Facts<'_> {
+    fn each(self, f: &mut dyn FnMut(&str, &[u8]) -> Result<(), StoreError>) -> Result<(), StoreError> {
+        match self {
+            Facts::Encoded(all) => all.iter().try_for_each(|(p, d)| f(p, d)),
+            Facts::Parsed(all) => {
+                let mut buf = Vec::new();
+                for x in all {
+                    buf.clear();
+                    super::facts_into(&mut buf, x)?;
+                    f(&x.path, &buf)?;
+                }
+                Ok(())
+            }
+        }
+    }
 }
 
 /// What the table writer needs of one relation: its number, its key columns, and each
@@ -159,7 +198,7 @@ pub(crate) struct Layout {
 pub(crate) fn each_row(
     rel: &str,
     rows: &Rows,
-    facts: &[(String, Vec<u8>)],
+    facts: Facts,
     meta: &[(String, String)],
     f: &mut dyn FnMut(&[Col]) -> Result<(), StoreError>,
 ) -> Result<(), StoreError> {
@@ -220,11 +259,7 @@ pub(crate) fn each_row(
                 f(&[Str(t), Str(x)])?;
             }
         }
-        "index_facts" => {
-            for (p, d) in facts {
-                f(&[Str(p), Bytes(d)])?;
-            }
-        }
+        "index_facts" => facts.each(&mut |p, d| f(&[Str(p), Bytes(d)]))?,
         "index_meta" => {
             for (k, v) in meta {
                 f(&[Str(k), Str(v)])?;
@@ -235,15 +270,46 @@ pub(crate) fn each_row(
     Ok(())
 }
 
-/// The pairs of relation (or index) number `id` of `l`, sorted by key.
-pub(crate) fn unit_pairs(
+/// Hand unit `id` of `l` (the relation's own run, or one of its indices') to `sink` in key
+/// order. The relation's own run goes straight from the rows, one pair at a time: the rows
+/// are sorted and the encoding keeps their order (the table writer refuses a pair out of
+/// order or twice, so a mistake there is an error, never a misread index). An index's
+/// keys are collected in one buffer and sorted first.
+pub(crate) fn write_unit(
     l: &Layout,
     id: u64,
     rows: &Rows,
-    facts: &[(String, Vec<u8>)],
+    facts: Facts,
     meta: &[(String, String)],
-) -> Result<Vec<Pair>, StoreError> {
-    encode_unit(l, id, &mut |f| each_row(l.name, rows, facts, meta, f))
+    sink: &mut dyn FnMut(&[u8], &[u8]) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    if id == l.id {
+        let all: Vec<usize> = (0..l.keys).collect();
+        let (mut k, mut v) = (Vec::new(), Vec::new());
+        return each_row(l.name, rows, facts, meta, &mut |row| {
+            key_into(&mut k, id, row, &all);
+            value_into(&mut v, id, &row[l.keys..])?;
+            sink(&k, &v)
+        });
+    }
+    let Some((_, cols)) = l.indices.iter().find(|(i, _)| *i == id) else {
+        return Err(StoreError::Db(format!("relation {} has no index number {id} (a store bug)", l.name)));
+    };
+    let mut buf: Vec<u8> = Vec::new();
+    let mut spans: Vec<(usize, usize)> = Vec::new();
+    let mut k = Vec::new();
+    each_row(l.name, rows, facts, meta, &mut |row| {
+        key_into(&mut k, id, row, cols);
+        spans.push((buf.len(), buf.len() + k.len()));
+        buf.extend_from_slice(&k);
+        Ok(())
+    })?;
+    let at = |s: &(usize, usize)| &buf[s.0..s.1];
+    spans.sort_unstable_by(|a, b| at(a).cmp(at(b)));
+    for s in &spans {
+        sink(at(s), &[])?;
+    }
+    Ok(())
 }
 
 /// The pairs of unit `id` of `l` for the probe rows, encoded as the rows' are.

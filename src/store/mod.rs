@@ -306,7 +306,7 @@ fn named(headers: &[&str], rows: Vec<Vec<DataValue>>) -> NamedRows {
 /// Rows of every relation as Cozo tuples, keyed by relation name.
 fn to_tuples(
     rows: &Rows,
-    facts: &[(String, Vec<u8>)],
+    facts: encode::Facts,
     meta: &[(String, String)],
 ) -> BTreeMap<&'static str, Vec<Vec<DataValue>>> {
     RELATIONS.iter().chain(INTERNAL).map(|(rel, _, _)| (*rel, tuples_of(rel, rows, facts, meta))).collect()
@@ -314,7 +314,7 @@ fn to_tuples(
 
 /// The rows of one relation as Cozo tuples (their columns as the full build encodes them:
 /// `encode::each_row`).
-fn tuples_of(rel: &str, rows: &Rows, facts: &[(String, Vec<u8>)], meta: &[(String, String)]) -> Vec<Vec<DataValue>> {
+fn tuples_of(rel: &str, rows: &Rows, facts: encode::Facts, meta: &[(String, String)]) -> Vec<Vec<DataValue>> {
     let mut out = Vec::new();
     // `each_row` fails only for a name it does not know; every name in `RELATIONS` and
     // `INTERNAL` is one (a full build, which writes through it, would stop otherwise).
@@ -345,6 +345,12 @@ pub fn encode_facts(facts: &[&FileFacts]) -> Vec<(String, Vec<u8>)> {
     facts.par_iter().map(|f| (f.path.clone(), facts_codec().serialize(f).unwrap_or_default())).collect()
 }
 
+/// One file's facts, encoded as [`encode_facts`] does, appended to `out`.
+fn facts_into(out: &mut Vec<u8>, facts: &FileFacts) -> Result<(), StoreError> {
+    use bincode::Options;
+    facts_codec().serialize_into(out, facts).map_err(|e| StoreError::Db(format!("encoding a file's facts: {e}")))
+}
+
 /// The facts' encoding: bincode with variable-length integers (a string's length in one
 /// byte, not eight: the blob is smaller to decompress and decode).
 fn facts_codec() -> impl bincode::Options + Copy {
@@ -364,14 +370,17 @@ pub fn tree_digest(facts: &[FileFacts]) -> String {
     h.finalize().to_hex()[..32].to_string()
 }
 
+/// The index's own facts, sorted by key (a full build writes them in key order).
 fn meta_rows(root: &Path, digest: &str, counts: &crate::resolve::Counts) -> Vec<(String, String)> {
-    vec![
+    let mut meta: Vec<(String, String)> = vec![
         ("counts".into(), serde_json::to_string(counts).unwrap_or_default()),
         ("tree_digest".into(), digest.to_string()),
         ("format_version".into(), FORMAT_VERSION.to_string()),
         ("reproagent_version".into(), env!("CARGO_PKG_VERSION").into()),
         ("root".into(), root.display().to_string()),
-    ]
+    ];
+    meta.sort();
+    meta
 }
 
 /// Write a whole new index at `path`, atomically replacing any previous one.
@@ -381,8 +390,8 @@ fn meta_rows(root: &Path, digest: &str, counts: &crate::resolve::Counts) -> Vec<
 pub fn write_full(
     path: &Path,
     root: &Path,
-    rows: &Rows,
-    facts: &[(String, Vec<u8>)],
+    rows: Rows,
+    facts: &[FileFacts],
     digest: &str,
     counts: &crate::resolve::Counts,
 ) -> Result<(), StoreError> {
@@ -403,8 +412,8 @@ pub fn write_full(
 fn write_table(
     tmp: &Path,
     root: &Path,
-    rows: &Rows,
-    facts: &[(String, Vec<u8>)],
+    mut rows: Rows,
+    facts: &[FileFacts],
     digest: &str,
     counts: &crate::resolve::Counts,
 ) -> Result<(), StoreError> {
@@ -424,8 +433,11 @@ fn write_table(
     }
     units.sort_by_key(|(id, _)| *id);
     for (id, l) in units {
-        for (k, v) in encode::unit_pairs(l, id, rows, facts, &meta)? {
-            w.add(&k, &v).map_err(werr)?;
+        encode::write_unit(l, id, &rows, encode::Facts::Parsed(facts), &meta, &mut |k, v| w.add(k, v).map_err(werr))?;
+        // A relation's rows go once its last run is written (its runs are numbered
+        // together: each index right after its relation).
+        if l.indices.iter().map(|(i, _)| *i).chain([l.id]).max() == Some(id) {
+            rows.clear_relation(l.name);
         }
     }
     w.finish().map_err(werr)?;
@@ -528,8 +540,8 @@ pub fn diff(old: &Rows, new: &Rows, old_facts: &[(String, Vec<u8>)], new_facts: 
     let new_paths: std::collections::BTreeSet<&str> = new_facts.iter().map(|(p, _)| p.as_str()).collect();
     let gone: Vec<(String, Vec<u8>)> =
         old_facts.iter().filter(|(p, _)| !new_paths.contains(p.as_str())).cloned().collect();
-    let put_t = to_tuples(&puts, new_facts, &[]);
-    let del_t = to_tuples(&dels, &gone, &[]);
+    let put_t = to_tuples(&puts, encode::Facts::Encoded(new_facts), &[]);
+    let del_t = to_tuples(&dels, encode::Facts::Encoded(&gone), &[]);
     let mut data = BTreeMap::new();
     let mut changed = 0;
     for (rel, rows) in put_t {

@@ -45,3 +45,21 @@ pub struct EntityRow<'a> {
     pub signature: Text<'a>,
     pub doc: Text<'a>,
 }
+
+impl Rows<'_> {
+    /// Drop the rows of relation `rel` (a full build frees each relation once written).
+    pub fn clear_relation(&mut self, rel: &str) {
+        match rel {
+            "file" => self.file = Default::default(),
+            "entity" => self.entity = Default::default(),
+            "contains" => self.contains = Default::default(),
+            "calls" => self.calls = Default::default(),
+            "call_site" => self.call_site = Default::default(),
+            "unresolved" => self.unresolved = Default::default(),
+            "imports" => self.imports = Default::default(),
+            "inherits" => self.inherits = Default::default(),
+            "test_of" => self.test_of = Default::default(),
+            _ => {}
+        }
+    }
+}

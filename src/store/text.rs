@@ -36,7 +36,12 @@ fn commit(mut writer: IndexWriter, digest: &str) -> Result<(), StoreError> {
 
 /// Build the keyword index from scratch and swap it in for the old one. Each document is
 /// dropped once tantivy has its copy: a full build does not hold every body twice.
-pub fn write_full(root: &Path, docs: Vec<SearchDoc>, digest: &str, threads: usize) -> Result<(), StoreError> {
+pub fn write_full(
+    root: &Path,
+    docs: impl IntoIterator<Item = SearchDoc>,
+    digest: &str,
+    threads: usize,
+) -> Result<(), StoreError> {
     let live = search_dir(root);
     let parent = live.parent().unwrap_or(root);
     std::fs::create_dir_all(parent)?;
@@ -65,7 +70,12 @@ pub fn write_full(root: &Path, docs: Vec<SearchDoc>, digest: &str, threads: usiz
 }
 
 /// Replace the documents of `paths` (changed and removed files) by `docs`.
-pub fn update(root: &Path, paths: &[String], docs: &[SearchDoc], digest: &str) -> Result<(), StoreError> {
+pub fn update(
+    root: &Path,
+    paths: &[String],
+    docs: impl IntoIterator<Item = impl Borrow<SearchDoc>>,
+    digest: &str,
+) -> Result<(), StoreError> {
     let index = Index::open_in_dir(search_dir(root)).map_err(tv)?;
     register_tokenizers(&index);
     let (_, f) = schema();
