@@ -471,7 +471,8 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
             let (graph, text) = std::thread::scope(|s| {
                 let text = s.spawn(|| {
                     let t = Instant::now();
-                    store::text::write_full(&root, docs.into_iter().flatten(), &digest, threads).map(|_| t.elapsed().as_secs_f64())
+                    store::text::write_full(&root, docs.into_iter().flatten(), &digest, threads)
+                        .map(|_| t.elapsed().as_secs_f64())
                 });
                 let t = Instant::now();
                 let new_rows = resolve(&new_facts);

@@ -422,10 +422,7 @@ pub fn resolve_files<'a>(world: &World<'a>, which: &[u32]) -> Rows<'a> {
     let mut rows = Rows::default();
     for &fi in which {
         let f: &'a FileFacts = files[fi as usize];
-        rows.file.insert(
-            b(&f.path),
-            (b(f.lang.name()), b(&f.hash), f.lines as i64, f.is_test, f.syntax_errors as i64),
-        );
+        rows.file.insert(b(&f.path), (b(f.lang.name()), b(&f.hash), f.lines as i64, f.is_test, f.syntax_errors as i64));
         for (ei, e) in f.entities.iter().enumerate() {
             rows.entity.insert(
                 b(&e.id),

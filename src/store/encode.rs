@@ -20,9 +20,9 @@ use cozo::{DataValue, Num};
 use serde::Serialize;
 
 use super::rows::Rows;
-use crate::extract::FileFacts;
 use super::table::Pair;
 use super::StoreError;
+use crate::extract::FileFacts;
 
 /// One column's value, borrowed from the rows.
 #[derive(Clone, Copy, Debug)]
@@ -168,7 +168,7 @@ pub enum Facts<'a> {
 }
 
 impl Facts<'_> {
-    fn each(self, f: &mut dyn FnMut(&str, &[u8]) -> Result<(), StoreError>) -> Result<(), StoreError> {
+    pub(crate) fn each(self, f: &mut dyn FnMut(&str, &[u8]) -> Result<(), StoreError>) -> Result<(), StoreError> {
         match self {
             Facts::Encoded(all) => all.iter().try_for_each(|(p, d)| f(p, d)),
             Facts::Parsed(all) => {

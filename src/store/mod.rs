@@ -385,8 +385,10 @@ fn meta_rows(root: &Path, digest: &str, counts: &crate::resolve::Counts) -> Vec<
 
 /// Write a whole new index at `path`, atomically replacing any previous one.
 ///
-/// The pairs are encoded straight from the rows (no Cozo builds them first), one relation
-/// or index at a time: memory holds one run of pairs besides the rows.
+/// The pairs are encoded straight from the rows (no Cozo builds them first): a relation's
+/// own run streams from its rows to the file, an index's keys are sorted in one buffer,
+/// each file's facts are encoded as they are written, and each relation's rows are freed
+/// once its runs are written. `facts` must be sorted by path (as resolution needs them).
 pub fn write_full(
     path: &Path,
     root: &Path,
@@ -399,7 +401,7 @@ pub fn write_full(
     std::fs::create_dir_all(dir)?;
     remove_dead_temps(dir);
     engine::replace_with(path, |tmp| {
-        write_table(tmp, root, rows, facts, digest, counts)?;
+        write_table(tmp, root, rows, encode::Facts::Parsed(facts), digest, counts)?;
         // The old base's delta goes before the new base takes its place: a rebuilt base
         // that happens to equal the old one must not get the old changes laid over it.
         match std::fs::remove_file(engine::delta_path(path)) {
@@ -413,7 +415,7 @@ fn write_table(
     tmp: &Path,
     root: &Path,
     mut rows: Rows,
-    facts: &[FileFacts],
+    facts: encode::Facts,
     digest: &str,
     counts: &crate::resolve::Counts,
 ) -> Result<(), StoreError> {
@@ -433,7 +435,7 @@ fn write_table(
     }
     units.sort_by_key(|(id, _)| *id);
     for (id, l) in units {
-        encode::write_unit(l, id, &rows, encode::Facts::Parsed(facts), &meta, &mut |k, v| w.add(k, v).map_err(werr))?;
+        encode::write_unit(l, id, &rows, facts, &meta, &mut |k, v| w.add(k, v).map_err(werr))?;
         // A relation's rows go once its last run is written (its runs are numbered
         // together: each index right after its relation).
         if l.indices.iter().map(|(i, _)| *i).chain([l.id]).max() == Some(id) {
@@ -712,7 +714,10 @@ impl Store {
     }
 
     /// The stored `test_of` rows of some tests.
-    pub fn test_of_rows(&self, tests: &[&str]) -> Result<BTreeSet<(rows::Text<'static>, rows::Text<'static>)>, StoreError> {
+    pub fn test_of_rows(
+        &self,
+        tests: &[&str],
+    ) -> Result<BTreeSet<(rows::Text<'static>, rows::Text<'static>)>, StoreError> {
         let r = self.run_ids("?[test, target] := test in $ids, *test_of{test, target}", tests, 0.0)?;
         let own = |v: &DataValue| Some(rows::Text::Owned(v.get_str()?.to_string()));
         Ok(r.rows.iter().filter_map(|row| Some((own(row.first()?)?, own(row.get(1)?)?))).collect())
@@ -871,6 +876,7 @@ mod tests {
     /// one in-memory Cozo, scanned whole (how the full build wrote the file before it
     /// encoded the pairs itself).
     fn cozo_pairs(rows: &Rows, facts: &[(String, Vec<u8>)], meta: &[(String, String)]) -> Vec<table::Pair> {
+        let facts = encode::Facts::Encoded(facts);
         let storage = MemStorage::default();
         let db = Db::new(storage.clone()).unwrap();
         db.initialize().unwrap();
@@ -884,18 +890,20 @@ mod tests {
         tx.range_scan(&[], &DATA_END).collect::<Result<Vec<_>, _>>().unwrap()
     }
 
-    fn text(i: usize) -> String {
+    fn text(i: usize) -> rows::Text<'static> {
         // Empty, one group short, exactly one and two groups, one over, non-ASCII.
         ["", "a", "abcdefg", "abcdefgh", "abcdefghijklmnop", "abcdefghi", "caf\u{e9}.py:\u{1F600}", "a\0b"][i % 8]
             .to_string()
+            .into()
     }
 
-    fn edge_rows() -> (Rows, Vec<(String, Vec<u8>)>) {
+    fn edge_rows() -> (Rows<'static>, Vec<(String, Vec<u8>)>) {
         let lines = [0, 1, -1, 7, 1 << 53, -(1 << 53), (1 << 53) - 1, i64::MAX, i64::MIN, 1 << 60];
         let mut r = Rows::default();
         for (i, line) in lines.iter().enumerate() {
-            let id = format!("{}{i}", text(i));
-            r.file.insert(format!("{}{i}", text(i)), (text(i + 1), text(i + 2), *line, i % 2 == 0, -(*line / 3)));
+            let id: rows::Text = format!("{}{i}", text(i)).into();
+            r.file
+                .insert(format!("{}{i}", text(i)).into(), (text(i + 1), text(i + 2), *line, i % 2 == 0, -(*line / 3)));
             r.entity.insert(
                 id.clone(),
                 rows::EntityRow {
@@ -906,7 +914,7 @@ mod tests {
                     start_line: *line,
                     end_line: line.wrapping_add(3),
                     signature: text(i + 7),
-                    doc: text(i).repeat(40),
+                    doc: text(i).repeat(40).into(),
                 },
             );
             r.contains.insert((text(i + 1), id.clone()));
@@ -919,8 +927,32 @@ mod tests {
             r.inherits.insert((id.clone(), text(i + 5)), target);
             r.test_of.insert((id, text(i + 7)));
         }
-        let facts = (0..10).map(|i| (format!("{}{i}", text(i)), (0..i as u8 * 7).collect())).collect();
+        // Sorted by path, as the index's files are.
+        let mut facts: Vec<(String, Vec<u8>)> =
+            (0..10).map(|i| (format!("{}{i}", text(i)), (0..i as u8 * 7).collect())).collect();
+        facts.sort();
         (r, facts)
+    }
+
+    #[test]
+    fn facts_encoded_as_written_are_the_facts_encoded_whole() {
+        let mut ex = crate::extract::Extractor::new(crate::extract::Limits::default());
+        let src = "import os\n\nclass A(B):\n    def f(self, x):\n        return os.path.join(x)\n";
+        let parsed: Vec<FileFacts> = ["a.py", "b/c.py"]
+            .iter()
+            .map(|p| ex.extract_bytes(p, crate::lang::Lang::Python, src.as_bytes(), "h".into()).unwrap())
+            .collect();
+        let mut one_by_one = Vec::new();
+        encode::Facts::Parsed(&parsed)
+            .each(&mut |p, d| {
+                one_by_one.push((p.to_string(), d.to_vec()));
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(one_by_one, encode_facts(&parsed.iter().collect::<Vec<_>>()));
+        for ((_, d), f) in one_by_one.iter().zip(&parsed) {
+            assert_eq!(&bincode::Options::deserialize::<FileFacts>(facts_codec(), d).unwrap(), f);
+        }
     }
 
     #[test]
@@ -931,7 +963,7 @@ mod tests {
         let path = dir.join("graph.db");
         let root = Path::new("/some/r\u{e9}po");
         for (rows, facts) in [edge_rows(), (Rows::default(), Vec::new())] {
-            write_table(&path, root, &rows, &facts, "digest", &counts).unwrap();
+            write_table(&path, root, rows.clone(), encode::Facts::Encoded(&facts), "digest", &counts).unwrap();
             let ours = std::sync::Arc::new(table::Table::open(&path).unwrap()).all();
             std::fs::remove_file(&path).unwrap();
             let theirs = cozo_pairs(&rows, &facts, &meta_rows(root, "digest", &counts));
