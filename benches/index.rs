@@ -71,6 +71,11 @@ struct ThreadRun {
     full_cpu: Vec<f64>,
     parse_peak_kb: u64,
     full_peak_kb: u64,
+    /// Peak RSS of `reproagent index --full` run as its own process (what a user's
+    /// command holds; the in-process figure also holds what earlier steps of this process
+    /// left with the allocator).
+    #[serde(default)]
+    cli_peak_kb: Vec<u64>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -256,6 +261,7 @@ fn child(c: &Corpus) -> anyhow::Result<CorpusResult> {
                 s.line()
             );
             last = Some(s);
+            tr.cli_peak_kb.push(cli_full_peak_kb(&root, threads, limits.max_bytes)?);
         }
         r.runs.push(tr);
     }
@@ -434,11 +440,41 @@ fn append_comment(path: &Path, comment: &str, n: usize) -> std::io::Result<()> {
 
 /// A line of /proc/self/status in kB.
 fn status_kb(key: &str) -> u64 {
-    let Ok(s) = std::fs::read_to_string("/proc/self/status") else { return 0 };
+    proc_status_kb("self", key).unwrap_or(0)
+}
+
+/// A line of /proc/PID/status in kB (none once the process has gone).
+fn proc_status_kb(pid: &str, key: &str) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     s.lines()
         .find_map(|l| l.strip_prefix(key)?.strip_prefix(':').map(str::trim))
         .and_then(|v| v.trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
+}
+
+/// Peak RSS (KiB) of `reproagent index --full` on `root` as a process of its own: its
+/// VmHWM, read every few milliseconds until it exits (the peak is a high-water mark; the
+/// last read misses only the exit). Not wait4's `ru_maxrss`: Linux folds the spawning
+/// process's own high-water mark into it at exec, and this process is large.
+fn cli_full_peak_kb(root: &Path, threads: usize, max_bytes: u64) -> anyhow::Result<u64> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_reproagent"))
+        .arg("index")
+        .arg(root)
+        .args(["--full", "--json", "--threads", &threads.to_string(), "--max-file-bytes", &max_bytes.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let pid = child.id().to_string();
+    let mut peak = 0;
+    loop {
+        if let Some(kb) = proc_status_kb(&pid, "VmHWM") {
+            peak = peak.max(kb);
+        }
+        if let Some(status) = child.try_wait()? {
+            anyhow::ensure!(status.success(), "reproagent index --full failed: {status}");
+            return Ok(peak);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
 
 /// Return freed memory to the system and reset the peak (VmHWM) to the current RSS, so
@@ -515,14 +551,14 @@ fn print_report(results: &[CorpusResult]) {
         results[0].runs.first().map_or(0, |r| r.full_s.len())
     );
     println!();
-    println!("| corpus | files | lines | entities | edges | threads | parse-only s | full index s | full / parse | CPU-s parse / full (ratio) | peak RSS full MiB | index MiB |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| corpus | files | lines | entities | edges | threads | parse-only s | full index s | full / parse | CPU-s parse / full (ratio) | peak RSS full MiB (in-process) | peak RSS `index --full` process MiB (max) | index MiB |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in results {
         for t in &r.runs {
             let (p, f) = (median(&t.parse_s), median(&t.full_s));
             let (pc, fc) = (median(&t.parse_cpu), median(&t.full_cpu));
             println!(
-                "| {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2}x | {:.2} / {:.2} ({:.2}x) | {} | {:.1} |",
+                "| {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2}x | {:.2} / {:.2} ({:.2}x) | {} | {} | {:.1} |",
                 r.name,
                 r.files_indexed,
                 r.lines,
@@ -536,6 +572,7 @@ fn print_report(results: &[CorpusResult]) {
                 fc,
                 fc / pc,
                 mib(t.full_peak_kb),
+                mib(t.cli_peak_kb.iter().copied().max().unwrap_or(0)),
                 r.index_bytes as f64 / 1048576.0
             );
         }
