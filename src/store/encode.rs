@@ -158,6 +158,11 @@ fn value_into(out: &mut Vec<u8>, id: u64, vals: &[Col]) -> Result<(), StoreError
         .map_err(|e| StoreError::Db(format!("encoding a stored value: {e}")))
 }
 
+/// Takes a file's path and its encoded facts.
+pub(crate) type FactsSink<'s> = dyn FnMut(&str, &[u8]) -> Result<(), StoreError> + 's;
+/// Takes a key and a value, in key order.
+pub(crate) type BytesSink<'s> = dyn FnMut(&[u8], &[u8]) -> Result<(), StoreError> + 's;
+
 /// The per-file facts blobs of `index_facts`: already encoded (an incremental run's
 /// changes), or the parsed facts, encoded one file at a time as the rows are written (a
 /// full build does not hold every file's blob at once).
@@ -168,7 +173,7 @@ pub enum Facts<'a> {
 }
 
 impl Facts<'_> {
-    pub(crate) fn each(self, f: &mut dyn FnMut(&str, &[u8]) -> Result<(), StoreError>) -> Result<(), StoreError> {
+    pub(crate) fn each(self, f: &mut FactsSink) -> Result<(), StoreError> {
         match self {
             Facts::Encoded(all) => all.iter().try_for_each(|(p, d)| f(p, d)),
             Facts::Parsed(all) => {
@@ -281,7 +286,7 @@ pub(crate) fn write_unit(
     rows: &Rows,
     facts: Facts,
     meta: &[(String, String)],
-    sink: &mut dyn FnMut(&[u8], &[u8]) -> Result<(), StoreError>,
+    sink: &mut BytesSink,
 ) -> Result<(), StoreError> {
     if id == l.id {
         let all: Vec<usize> = (0..l.keys).collect();
