@@ -435,7 +435,13 @@ fn write_table(
     }
     units.sort_by_key(|(id, _)| *id);
     for (id, l) in units {
-        encode::write_unit(l, id, &rows, facts, &meta, &mut |k, v| w.add(k, v).map_err(werr))?;
+        // The writer refusing a pair (out of order, or twice) is a bug in what is written,
+        // not damage to an index: said as such, with the relation.
+        let refused = |e: TableError| match e {
+            TableError::Damaged(why) => StoreError::Db(format!("writing relation {}: {why}", l.name)),
+            other => werr(other),
+        };
+        encode::write_unit(l, id, &rows, facts, &meta, &mut |k, v| w.add(k, v).map_err(refused))?;
         // A relation's rows go once its last run is written (its runs are numbered
         // together: each index right after its relation).
         if l.indices.iter().map(|(i, _)| *i).chain([l.id]).max() == Some(id) {
@@ -953,6 +959,21 @@ mod tests {
         for ((_, d), f) in one_by_one.iter().zip(&parsed) {
             assert_eq!(&bincode::Options::deserialize::<FileFacts>(facts_codec(), d).unwrap(), f);
         }
+    }
+
+    #[test]
+    fn rows_out_of_key_order_stop_the_build_naming_the_relation() {
+        let dir = std::env::temp_dir().join(format!("reproagent-order-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("graph.db");
+        let (rows, mut facts) = edge_rows();
+        facts.reverse();
+        let counts = crate::resolve::Counts::default();
+        let e = write_table(&path, Path::new("/r"), rows, encode::Facts::Encoded(&facts), "d", &counts).unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, StoreError::Db(_)), "{msg}");
+        assert!(msg.contains("writing relation index_facts") && msg.contains("out of order"), "{msg}");
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]
