@@ -474,14 +474,19 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
                     store::text::write_full(&root, docs.into_iter().flatten(), &digest, threads)
                         .map(|_| t.elapsed().as_secs_f64())
                 });
-                let t = Instant::now();
-                let new_rows = resolve(&new_facts);
-                let resolved = t.elapsed().as_secs_f64();
-                let t = Instant::now();
-                let counts = Counts::of(&new_rows);
-                let total = total_rows(&new_rows);
-                let graph = store::write_full(&db_path, &root, new_rows, &new_facts, &digest, &counts)
-                    .map(|_| (resolved, t.elapsed().as_secs_f64(), total, counts));
+                // On the index's pool: the parse freed its memory in those threads' malloc
+                // arenas, which resolving and writing then reuse (from another thread they
+                // grow a new arena: 30-60 MiB more peak RSS on Django).
+                let graph = pool.install(|| {
+                    let t = Instant::now();
+                    let new_rows = resolve(&new_facts);
+                    let resolved = t.elapsed().as_secs_f64();
+                    let t = Instant::now();
+                    let counts = Counts::of(&new_rows);
+                    let total = total_rows(&new_rows);
+                    store::write_full(&db_path, &root, new_rows, &new_facts, &digest, &counts)
+                        .map(|_| (resolved, t.elapsed().as_secs_f64(), total, counts))
+                });
                 (graph, text.join())
             });
             let text =
