@@ -442,8 +442,8 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
                 let diff = store::diff(
                     &old_rows,
                     &new_rows,
-                    &store::encode_facts(&old_changed.iter().collect::<Vec<_>>()),
-                    &store::encode_facts(&changed),
+                    &store::encode_facts(&old_changed.iter().collect::<Vec<_>>())?,
+                    &store::encode_facts(&changed)?,
                 );
                 let n = diff.changed_rows;
                 store.apply(diff, &root, &digest, &counts)?;

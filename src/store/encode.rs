@@ -126,14 +126,8 @@ fn put_key_col(out: &mut Vec<u8>, c: Col) {
     }
 }
 
-/// The key of a row of relation `id`: its number and the columns `cols` in memcmp order.
-fn key(id: u64, row: &[Col], cols: &[usize]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(8 + cols.len() * 24);
-    key_into(&mut out, id, row, cols);
-    out
-}
-
-/// [`key`] into a buffer (cleared first).
+/// The key of a row of relation `id` into `out` (cleared first): its number and the
+/// columns `cols` in memcmp order.
 fn key_into(out: &mut Vec<u8>, id: u64, row: &[Col], cols: &[usize]) {
     out.clear();
     out.extend_from_slice(&id.to_be_bytes());
@@ -142,14 +136,8 @@ fn key_into(out: &mut Vec<u8>, id: u64, row: &[Col], cols: &[usize]) {
     }
 }
 
-/// The value of a row: the number again, then the value columns as MessagePack.
-fn value(id: u64, vals: &[Col]) -> Result<Vec<u8>, StoreError> {
-    let mut out = Vec::with_capacity(8 + vals.len() * 16);
-    value_into(&mut out, id, vals)?;
-    Ok(out)
-}
-
-/// [`value`] into a buffer (cleared first).
+/// The value of a row into `out` (cleared first): the number again, then the value
+/// columns as MessagePack.
 fn value_into(out: &mut Vec<u8>, id: u64, vals: &[Col]) -> Result<(), StoreError> {
     out.clear();
     out.extend_from_slice(&id.to_be_bytes());
@@ -280,18 +268,11 @@ pub(crate) fn each_row(
 /// are sorted and the encoding keeps their order (the table writer refuses a pair out of
 /// order or twice, so a mistake there is an error, never a misread index). An index's
 /// keys are collected in one buffer and sorted first.
-pub(crate) fn write_unit(
-    l: &Layout,
-    id: u64,
-    rows: &Rows,
-    facts: Facts,
-    meta: &[(String, String)],
-    sink: &mut BytesSink,
-) -> Result<(), StoreError> {
+pub(crate) fn write_unit(l: &Layout, id: u64, rows: &mut RowSource, sink: &mut BytesSink) -> Result<(), StoreError> {
     if id == l.id {
         let all: Vec<usize> = (0..l.keys).collect();
         let (mut k, mut v) = (Vec::new(), Vec::new());
-        return each_row(l.name, rows, facts, meta, &mut |row| {
+        return rows(&mut |row| {
             key_into(&mut k, id, row, &all);
             value_into(&mut v, id, &row[l.keys..])?;
             sink(&k, &v)
@@ -303,7 +284,7 @@ pub(crate) fn write_unit(
     let mut buf: Vec<u8> = Vec::new();
     let mut spans: Vec<(usize, usize)> = Vec::new();
     let mut k = Vec::new();
-    each_row(l.name, rows, facts, meta, &mut |row| {
+    rows(&mut |row| {
         key_into(&mut k, id, row, cols);
         spans.push((buf.len(), buf.len() + k.len()));
         buf.extend_from_slice(&k);
@@ -317,46 +298,20 @@ pub(crate) fn write_unit(
     Ok(())
 }
 
-/// The pairs of unit `id` of `l` for the probe rows, encoded as the rows' are.
+/// The pairs of unit `id` of `l` for the probe rows, as a full build writes them (through
+/// [`write_unit`], so what is checked against Cozo is the code that writes the file).
 pub(crate) fn probe_pairs(l: &Layout, id: u64, probes: &[Vec<DataValue>; 2]) -> Result<Vec<Pair>, StoreError> {
-    encode_unit(l, id, &mut |f| probes.iter().try_for_each(|p| f(&probe_cols(p))))
-}
-
-type RowSource<'r> = dyn FnMut(&mut dyn FnMut(&[Col]) -> Result<(), StoreError>) -> Result<(), StoreError> + 'r;
-
-/// Unit `id` of `l` (the relation's own run, or one of its indices') for every row `rows`
-/// gives, sorted by key; two rows with one key are a store bug.
-fn encode_unit(l: &Layout, id: u64, rows: &mut RowSource) -> Result<Vec<Pair>, StoreError> {
     let mut out: Vec<Pair> = Vec::new();
-    if id == l.id {
-        let all: Vec<usize> = (0..l.keys).collect();
-        rows(&mut |row| {
-            out.push((key(id, row, &all), value(id, &row[l.keys..])?));
-            Ok(())
-        })?;
-    } else {
-        let Some((_, cols)) = l.indices.iter().find(|(i, _)| *i == id) else {
-            return Err(StoreError::Db(format!("relation {} has no index number {id} (a store bug)", l.name)));
-        };
-        rows(&mut |row| {
-            out.push((key(id, row, cols), Vec::new()));
-            Ok(())
-        })?;
-    }
-    // Usually sorted already (the rows are, and the encoding keeps their order); an
-    // index's order is its own.
-    if !out.is_sorted_by(|a, b| a.0 < b.0) {
-        out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    }
-    if let Some(w) = out.windows(2).find(|w| w[0].0 == w[1].0) {
-        return Err(StoreError::Db(format!(
-            "relation {} has two rows with one key ({} bytes; a store bug)",
-            l.name,
-            w[0].0.len()
-        )));
-    }
+    write_unit(l, id, &mut |f| probes.iter().try_for_each(|p| f(&probe_cols(p))), &mut |k, v| {
+        out.push((k.to_vec(), v.to_vec()));
+        Ok(())
+    })?;
     Ok(out)
 }
+
+/// Calls its argument with every row of one relation, columns in the schema's order.
+pub(crate) type RowSource<'r> =
+    dyn FnMut(&mut dyn FnMut(&[Col]) -> Result<(), StoreError>) -> Result<(), StoreError> + 'r;
 
 /// Probe rows for a relation of columns `types` (Cozo type names): one of short values
 /// and nulls (a string of exactly one eight-byte group), one of long values (several

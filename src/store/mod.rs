@@ -339,10 +339,15 @@ fn key_len(rel: &str) -> usize {
 
 /// The facts of each file, serialized for the next incremental run (bincode: decoding
 /// every file's facts is most of an incremental run's fixed cost, and JSON was 5x slower).
-pub fn encode_facts(facts: &[&FileFacts]) -> Vec<(String, Vec<u8>)> {
-    use bincode::Options;
+pub fn encode_facts(facts: &[&FileFacts]) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
     use rayon::prelude::*;
-    facts.par_iter().map(|f| (f.path.clone(), facts_codec().serialize(f).unwrap_or_default())).collect()
+    facts
+        .par_iter()
+        .map(|f| {
+            let mut out = Vec::new();
+            facts_into(&mut out, f).map(|_| (f.path.clone(), out))
+        })
+        .collect()
 }
 
 /// One file's facts, encoded as [`encode_facts`] does, appended to `out`.
@@ -441,7 +446,9 @@ fn write_table(
             TableError::Damaged(why) => StoreError::Db(format!("writing relation {}: {why}", l.name)),
             other => werr(other),
         };
-        encode::write_unit(l, id, &rows, facts, &meta, &mut |k, v| w.add(k, v).map_err(refused))?;
+        encode::write_unit(l, id, &mut |f| encode::each_row(l.name, &rows, facts, &meta, f), &mut |k, v| {
+            w.add(k, v).map_err(refused)
+        })?;
         // A relation's rows go once its last run is written (its runs are numbered
         // together: each index right after its relation).
         if l.indices.iter().map(|(i, _)| *i).chain([l.id]).max() == Some(id) {
@@ -955,7 +962,7 @@ mod tests {
                 Ok(())
             })
             .unwrap();
-        assert_eq!(one_by_one, encode_facts(&parsed.iter().collect::<Vec<_>>()));
+        assert_eq!(one_by_one, encode_facts(&parsed.iter().collect::<Vec<_>>()).unwrap());
         for ((_, d), f) in one_by_one.iter().zip(&parsed) {
             assert_eq!(&bincode::Options::deserialize::<FileFacts>(facts_codec(), d).unwrap(), f);
         }
