@@ -190,13 +190,20 @@ pub fn copy_tree(src: &Path, dst: &Path) -> Result<CopyStats> {
 /// [`copy_tree`] on `threads` threads (at least one).
 pub fn copy_tree_with(src: &Path, dst: &Path, threads: usize) -> Result<CopyStats> {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    std::fs::create_dir_all(dst).map_err(|e| SandboxError::io("creating the repository copy", e))?;
+    // Each step holds the fill gate: an interrupt deletes the copy between steps, never
+    // under one (a later step would bring the dir back).
+    use crate::sandbox::interrupt::filling;
+    {
+        let _fill = filling();
+        std::fs::create_dir_all(dst).map_err(|e| SandboxError::io("creating the repository copy", e))?;
+    }
     let (list, skipped) = entries(src)?;
     let mut stats = CopyStats { skipped, ..CopyStats::default() };
     let mut files = Vec::new();
     // Directories and links first, in order (a directory comes before what it holds).
     for Entry { rel, meta, link } in list {
         let to = dst.join(&rel);
+        let _fill = filling();
         let res = if meta.is_dir() {
             stats.dirs += 1;
             std::fs::create_dir(&to)
@@ -218,7 +225,10 @@ pub fn copy_tree_with(src: &Path, dst: &Path, threads: usize) -> Result<CopyStat
         let mut st = CopyStats::default();
         while !failed.load(Ordering::Relaxed) {
             let Some((rel, meta)) = files.get(next.fetch_add(1, Ordering::Relaxed)) else { break };
-            match cloner.copy(&src.join(rel), &dst.join(rel), meta) {
+            let fill = filling();
+            let copied = cloner.copy(&src.join(rel), &dst.join(rel), meta);
+            drop(fill);
+            match copied {
                 Ok(cloned) => {
                     st.files += 1;
                     st.bytes += meta.len();

@@ -17,6 +17,10 @@
 //! The handler first closes the write gate ([`write_gate`]): every artifact write goes
 //! through it, so once the handler holds it the main thread can no longer write an
 //! outcome (a command it sees dying under it would otherwise read as `not reproduced`).
+//! Likewise every write into a registered temp dir (the copy, the shims, the files the
+//! agent writes) holds the fill gate ([`filling`]) shared; the handler takes it whole
+//! before deleting the dirs, so no thread recreates a dir after it is gone (a
+//! `create_dir_all` one step behind the delete would, and the exit would leave it).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -39,6 +43,7 @@ static REGISTRY: Mutex<BTreeMap<u64, Resource>> = Mutex::new(BTreeMap::new());
 static NEXT: AtomicU64 = AtomicU64::new(1);
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 static GATE: Mutex<()> = Mutex::new(());
+static FILL: std::sync::RwLock<()> = std::sync::RwLock::new(());
 /// How the interrupt came: `Ctrl-C` or `SIGTERM`.
 static SIGNAL: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
 
@@ -126,6 +131,18 @@ pub fn interrupted() -> bool {
 pub fn write_gate() -> MutexGuard<'static, ()> {
     let g = GATE.lock().unwrap_or_else(|p| p.into_inner());
     if interrupted() {
+        park_forever();
+    }
+    g
+}
+
+/// Hold this while writing into a registered temp dir (one file or directory at a time:
+/// the handler waits for the holders before it deletes the dirs). Shared: writers do not
+/// wait for each other. Once an interrupt is being handled it never returns.
+pub fn filling() -> std::sync::RwLockReadGuard<'static, ()> {
+    let g = FILL.read().unwrap_or_else(|p| p.into_inner());
+    if interrupted() {
+        drop(g);
         park_forever();
     }
     g
@@ -224,6 +241,9 @@ fn cleanup(resources: BTreeMap<u64, Resource>, name: &str) -> Vec<String> {
             Resource::Run { stage, on_interrupt } => runs.push((stage, on_interrupt)),
         }
     }
+    // Every write under way into a dir ends before the delete; later ones never start
+    // (`filling` parks once `INTERRUPTED` is set, which it is by now).
+    let _fill = if dirs.is_empty() { None } else { Some(FILL.write().unwrap_or_else(|p| p.into_inner())) };
     if !containers.is_empty() || CONTAINERS_ASKED.load(Ordering::SeqCst) {
         // Its own thread: this may run on a thread inside a runtime (a late registration).
         lines.extend(std::thread::spawn(move || remove_containers(containers)).join().unwrap_or_default());
@@ -305,5 +325,35 @@ async fn own_containers(d: &bollard::Docker) -> Vec<String> {
             .filter_map(|c| c.id)
             .collect(),
         _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A write into the dir that started before the delete ends first; what it made is
+    /// deleted with the rest. Without the gate the delete runs at once and the late
+    /// `create_dir_all` brings the dir back.
+    #[test]
+    fn the_delete_waits_for_a_write_under_way_and_nothing_comes_back() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("reproagent-sandbox-x");
+        std::fs::create_dir_all(dir.join("repo")).unwrap();
+        let (held, hold) = std::sync::mpsc::channel();
+        let writer = {
+            let dir = dir.clone();
+            std::thread::spawn(move || {
+                let _fill = filling();
+                held.send(()).unwrap();
+                std::thread::sleep(Duration::from_millis(300));
+                std::fs::create_dir_all(dir.join("home")).unwrap();
+            })
+        };
+        hold.recv().unwrap();
+        let lines = cleanup(BTreeMap::from([(0, Resource::Dir(dir.clone()))]), "SIGTERM");
+        writer.join().unwrap();
+        assert!(lines.is_empty(), "{lines:?}");
+        assert!(!dir.exists(), "the dir came back after the delete");
     }
 }

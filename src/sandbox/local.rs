@@ -65,8 +65,11 @@ impl LocalSandbox {
         // Registered at once: a SIGTERM from here on removes the dir, even mid-copy.
         let _interrupt = super::interrupt::register_dir(&root);
         // Registered: `sandbox clean` removes the dir once this process is gone.
-        std::fs::write(root.join(super::owner::OWNER_FILE), super::owner::this_process())
-            .map_err(|e| SandboxError::io("writing the sandbox's owner file", e))?;
+        {
+            let _fill = super::interrupt::filling();
+            std::fs::write(root.join(super::owner::OWNER_FILE), super::owner::this_process())
+                .map_err(|e| SandboxError::io("writing the sandbox's owner file", e))?;
+        }
         let (iso, why_not) = super::jail::Jail::probe(&root);
         if !iso.fs {
             if std::env::var_os(UNCONFINED_VAR).is_some_and(|v| v == "1") {
@@ -80,15 +83,19 @@ impl LocalSandbox {
         }
         let repo = root.join("repo");
         for sub in ["home", "tmp", PYSITE] {
+            // `create_dir_all` would bring back a root an interrupt just deleted: under the fill gate.
+            let _fill = super::interrupt::filling();
             std::fs::create_dir_all(root.join(sub)).map_err(|e| SandboxError::io("creating the sandbox home", e))?;
         }
         // An environment that lives in the repository (`.venv`) is used where it is, not copied.
         let skip: Vec<PathBuf> = config.env.as_ref().and_then(|e| env_inside(&config.repo, e)).into_iter().collect();
         let copied = super::copy::copy_tree(&config.repo, &repo)?;
         super::copy::report_skipped(&copied.skipped);
+        let fill = super::interrupt::filling();
         copy_skip(&repo, &skip)?;
         let repo_str = repo.to_string_lossy().into_owned();
         let (path, base_env) = environment(&root, &repo, &config.repo, config.env.as_deref())?;
+        drop(fill);
         let sb = LocalSandbox {
             dir: Mutex::new(Some(dir)),
             root,
@@ -335,7 +342,11 @@ impl Sandbox for LocalSandbox {
             }
             check_rel(rel)?;
             // Never through a symlink out of the copy (the repository may hold `tests -> /elsewhere`).
-            match crate::confine::write_inside(&self.repo, rel, contents, true) {
+            let written = {
+                let _fill = super::interrupt::filling();
+                crate::confine::write_inside(&self.repo, rel, contents, true)
+            };
+            match written {
                 Ok(_) => Ok(()),
                 Err(crate::confine::WriteError::Io(p, e)) => Err(SandboxError::io(format!("writing {p}"), e)),
                 Err(crate::confine::WriteError::Symlink(p)) => {
