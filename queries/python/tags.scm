@@ -11,6 +11,11 @@
 ;
 ; Docstrings, import statements and parameters are read from the captured nodes by
 ; src/extract/python.rs.
+;
+; For Python this query is the specification: an index finds the same matches in the one
+; walk that also finds the bindings (`python::Tags`), and the test
+; `walk_finds_what_the_query_finds` holds the walk to this query (a change here needs
+; the same change there).
 
 (class_definition name: (identifier) @name) @definition.class
 (function_definition name: (identifier) @name) @definition.function

@@ -239,6 +239,9 @@ enum Role {
 pub struct Compiled {
     query: Query,
     roles: Vec<Role>,
+    /// The embedded query, not an override (`REPROAGENT_QUERIES`): Python's is then found
+    /// by the walk instead ([`python::Tags`]).
+    builtin: bool,
 }
 
 /// The compiled queries of one grammar, built on first use and shared by the worker
@@ -297,7 +300,8 @@ fn compile(lang: Lang, sample: &str, dir: Option<&std::path::Path>) -> Result<Co
             },
         })
         .collect();
-    Ok(Compiled { query, roles })
+    let builtin = lang.tags_query(None).is_ok_and(|t| t == text);
+    Ok(Compiled { query, roles, builtin })
 }
 
 /// Check that every query compiles; the first error, if any. The embedded queries are
@@ -319,11 +323,13 @@ pub fn check_queries() -> Result<(), String> {
 pub struct Extractor {
     parser: Parser,
     limits: Limits,
+    /// Python by the query too (the walk's reference in tests), not by the walk.
+    by_query: bool,
 }
 
 impl Extractor {
     pub fn new(limits: Limits) -> Self {
-        Extractor { parser: Parser::new(), limits }
+        Extractor { parser: Parser::new(), limits, by_query: false }
     }
 
     /// Extract from bytes already read. UTF-16 with a byte-order mark is decoded first.
@@ -348,7 +354,7 @@ impl Extractor {
             self.parser.reset();
             return Err(skip(format!("parse time budget exceeded: over {} ms (--max-parse-ms)", budget.as_millis())));
         };
-        Ok(build_facts(rel, lang, src, hash, &tree, compiled, self.limits.max_entities))
+        Ok(build_facts(self.by_query, rel, lang, src, hash, &tree, compiled, self.limits.max_entities))
     }
 }
 
@@ -407,6 +413,10 @@ pub(crate) fn line_of(node: Node) -> u32 {
     node.start_position().row as u32 + 1
 }
 
+/// A call found by the query: (the call node, its name, its receiver as written, how many
+/// arguments, whether it is a `new`, its line).
+type RawCall<'t> = (Node<'t>, String, String, u32, bool, u32);
+
 /// A definition found by the query, before ids are given.
 struct RawDef<'t> {
     node: Node<'t>,
@@ -455,7 +465,9 @@ impl Chain {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn build_facts(
+    by_query: bool,
     rel: &str,
     lang: Lang,
     src: &str,
@@ -469,16 +481,27 @@ fn build_facts(
     let is_test = is_test_path(&desc.tests, rel);
 
     let mut defs: Vec<RawDef> = Vec::new();
-    let mut raw_calls: Vec<(Node, String, String, u32, bool, u32)> = Vec::new();
+    let mut raw_calls: Vec<RawCall> = Vec::new();
     let mut import_nodes: Vec<Node> = Vec::new();
     let mut package = String::new();
     let mut default_export = String::new();
     let mut bases: Vec<(usize, String)> = Vec::new(); // (owner node id, base text)
     let mut raw_vars: Vec<(Node, String, String)> = Vec::new();
 
+    // Python: what the embedded query matches is found by the walk that finds the
+    // bindings (one pass over the tree instead of two); `walk_finds_what_the_query_finds`
+    // holds it to the query, which stays the specification. An overridden query runs.
+    let by_walk = lang == Lang::Python && !by_query && c.builtin;
+    if by_walk {
+        let mut tags = python::Tags::default();
+        python::bindings(root, src, &mut raw_vars, Some(&mut tags));
+        (defs, raw_calls, import_nodes, bases) = tags.in_match_order();
+    } else if lang == Lang::Python {
+        python::bindings(root, src, &mut raw_vars, None);
+    }
     let mut cursor = QueryCursor::new();
     let mut matches = cursor.matches(&c.query, root, src.as_bytes());
-    while let Some(m) = matches.next() {
+    while let Some(m) = if by_walk { None } else { matches.next() } {
         let mut is_default = false;
         let mut def: Option<(Node, Kind)> = None;
         let mut name: Option<Node> = None;
@@ -525,10 +548,6 @@ fn build_facts(
         } else if let (Some(t), Some(n)) = (var_type, var_name) {
             raw_vars.push((n, text(n, src).to_string(), strip_generics(text(t, src))));
         }
-    }
-
-    if lang == Lang::Python {
-        python::bindings(root, src, &mut raw_vars);
     }
 
     // Order definitions by position, outermost first, so a stack gives nesting.
@@ -972,5 +991,96 @@ mod tests {
         let e = decode_source(&[0xFF, 0xFE, 0x00, 0xD8, 0x41, 0x00]).unwrap_err();
         assert!(e.starts_with("UTF-16LE that does not decode: unpaired surrogate 0xd800"), "{e}");
         assert!(decode_source(&[0xFE, 0xFF, 0x00]).unwrap_err().starts_with("UTF-16BE with an odd number"));
+    }
+}
+
+#[cfg(test)]
+mod walk_tests {
+    use super::*;
+
+    /// Python's facts found by the walk equal those found by `queries/python/tags.scm`.
+    fn same_by_walk_and_query(rel: &str, src: &str) {
+        let mut walk = Extractor::new(Limits::default());
+        let mut query = Extractor::new(Limits::default());
+        query.by_query = true;
+        let hash = content_hash(src.as_bytes());
+        let a = walk.extract_bytes(rel, Lang::Python, src.as_bytes(), hash.clone());
+        let b = query.extract_bytes(rel, Lang::Python, src.as_bytes(), hash);
+        match (a, b) {
+            (Ok(a), Ok(b)) => assert_eq!(a, b, "{rel}: the walk and the query disagree"),
+            (a, b) => assert_eq!(format!("{a:?}"), format!("{b:?}"), "{rel}"),
+        }
+    }
+
+    #[test]
+    fn walk_finds_what_the_query_finds() {
+        let src = r#"
+import os, sys as system
+from a.b import (c, d as e)
+from . import *
+class A(Base, mod.Other, factory(Base), metaclass=Meta, *mixins):
+    x = 1
+    y: int = 2
+    z: str
+    p, q = 1, 2
+    u = v = 3
+    "doc"
+    def m(self, a):
+        return a.b(1).c(2).c(3, 4) + f(a) + f(a, b) + f(f(a, b))
+    @property
+    def n(self):
+        g(x for x in self.y)
+        self.n2().n3()
+        (lambda: 1)()
+        return [h(i) for i in range(3)]
+class B(A):
+    class C:
+        k = K()
+def broken(:
+    call_in_error(1)
+class D(:
+    w = 1
+async def k():
+    await j(1)
+"#;
+        same_by_walk_and_query("pkg/mod.py", src);
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+        let mut n = 0;
+        for e in ignore::WalkBuilder::new(&root).hidden(false).build().flatten() {
+            let p = e.path();
+            if p.extension().is_some_and(|x| x == "py") {
+                if let Ok(src) = std::fs::read_to_string(p) {
+                    let rel = p.strip_prefix(&root).unwrap().to_string_lossy().into_owned();
+                    same_by_walk_and_query(&rel, &src);
+                    n += 1;
+                }
+            }
+        }
+        assert!(n > 20, "only {n} Python fixture files");
+    }
+
+    /// A Python query given by `REPROAGENT_QUERIES` is run, not the walk made for the
+    /// embedded one.
+    #[test]
+    fn an_overridden_python_query_is_the_one_that_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("python")).unwrap();
+        // Definitions only: no calls.
+        std::fs::write(
+            dir.path().join("python/tags.scm"),
+            "(function_definition name: (identifier) @name) @definition.function\n",
+        )
+        .unwrap();
+        let src = "def f():\n    g(1)\n";
+        let mut parser = Parser::new();
+        parser.set_language(&Lang::Python.ts_language("a.py")).unwrap();
+        let tree = parser.parse(src, None).unwrap();
+        let facts = |c: &Compiled| build_facts(false, "a.py", Lang::Python, src, String::new(), &tree, c, 100);
+        let own = compile(Lang::Python, "a.py", Some(dir.path())).unwrap();
+        assert!(!own.builtin);
+        let (with_own, embedded) = (facts(&own), facts(&compile(Lang::Python, "a.py", None).unwrap()));
+        assert_eq!(embedded.calls.len(), 1);
+        assert!(with_own.calls.is_empty(), "{:?}", with_own.calls);
+        assert_eq!(with_own.entities.len(), 2);
     }
 }

@@ -2,7 +2,7 @@
 
 use tree_sitter::Node;
 
-use super::{line_of, text, truncate, Import, ImportKind};
+use super::{line_of, text, truncate, Import, ImportKind, Kind};
 
 /// `pkg/sub/mod.py` -> `pkg.sub.mod`; `pkg/__init__.py` -> `pkg`.
 pub(crate) fn module_name(rel: &str) -> String {
@@ -151,10 +151,96 @@ impl KindTable {
     }
 }
 
+/// What `queries/python/tags.scm` matches in a file, found by [`bindings`]'s walk: the
+/// definitions (classes, functions, class-body fields), the calls, the import statements
+/// and the bases, each as the query's match would give it.
+#[derive(Default)]
+pub(crate) struct Tags<'t> {
+    defs: Vec<super::RawDef<'t>>,
+    calls: Vec<super::RawCall<'t>>,
+    imports: Vec<Node<'t>>,
+    /// (the base's start byte, the class node's id, the base as written)
+    bases: Vec<(usize, usize, String)>,
+}
+
+impl<'t> Tags<'t> {
+    fn def(&mut self, node: Node<'t>, name: Option<Node<'t>>, kind: Kind, src: &str) {
+        if let Some(n) = name.filter(|n| n.kind() == "identifier") {
+            self.defs.push(super::RawDef { node, kind, name: text(n, src).to_string(), value: None });
+        }
+    }
+
+    /// One node of the walk: what the query's patterns rooted at it match.
+    fn visit(&mut self, n: Node<'t>, kind: &str, src: &str) {
+        match kind {
+            "class_definition" => {
+                self.def(n, n.child_by_field_name("name"), Kind::Class, src);
+                // `superclasses: (argument_list [(identifier) (attribute) (call)] @base)`
+                if let Some(sup) = n.child_by_field_name("superclasses").filter(|s| s.kind() == "argument_list") {
+                    let mut c = sup.walk();
+                    for b in sup.named_children(&mut c) {
+                        if matches!(b.kind(), "identifier" | "attribute" | "call") {
+                            self.bases.push((b.start_byte(), n.id(), super::strip_generics(text(b, src))));
+                        }
+                    }
+                }
+                // `body: (block (expression_statement (assignment left: (identifier) @name)))`
+                if let Some(body) = n.child_by_field_name("body").filter(|b| b.kind() == "block") {
+                    let mut c = body.walk();
+                    let stmts: Vec<Node<'t>> =
+                        body.named_children(&mut c).filter(|s| s.kind() == "expression_statement").collect();
+                    for st in stmts {
+                        let mut c = st.walk();
+                        for a in st.named_children(&mut c).filter(|a| a.kind() == "assignment") {
+                            self.def(a, a.child_by_field_name("left"), Kind::Field, src);
+                        }
+                    }
+                }
+            }
+            "function_definition" => self.def(n, n.child_by_field_name("name"), Kind::Function, src),
+            "call" => {
+                let Some(args) = n.child_by_field_name("arguments").filter(|a| a.is_named()) else { return };
+                let Some(f) = n.child_by_field_name("function") else { return };
+                let (name, receiver) = match f.kind() {
+                    "identifier" => (f, None),
+                    "attribute" => {
+                        let (Some(o), Some(a)) = (f.child_by_field_name("object"), f.child_by_field_name("attribute"))
+                        else {
+                            return;
+                        };
+                        if !o.is_named() || a.kind() != "identifier" {
+                            return;
+                        }
+                        (a, Some(o))
+                    }
+                    _ => return,
+                };
+                let recv = receiver.map(|r| super::receiver_text(r, src)).unwrap_or_default();
+                self.calls.push((n, text(name, src).to_string(), recv, super::count_args(args), false, line_of(name)));
+            }
+            "import_statement" | "import_from_statement" => self.imports.push(n),
+            _ => {}
+        }
+    }
+
+    /// What was found, in the order the query's matches come in (by position: the walk
+    /// meets nodes in another order).
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn in_match_order(
+        mut self,
+    ) -> (Vec<super::RawDef<'t>>, Vec<super::RawCall<'t>>, Vec<Node<'t>>, Vec<(usize, String)>) {
+        self.defs.sort_by_key(|d| d.node.start_byte());
+        self.calls.sort_by_key(|c| (c.0.start_byte(), std::cmp::Reverse(c.0.end_byte())));
+        self.imports.sort_by_key(|n| n.start_byte());
+        self.bases.sort_by_key(|b| b.0);
+        (self.defs, self.calls, self.imports, self.bases.into_iter().map(|(_, o, b)| (o, b)).collect())
+    }
+}
+
 /// Every binding of a file: parameters, assignments (plain, annotated, augmented,
 /// chained, walrus), `for` and comprehension targets, `with ... as`, `except ... as`,
 /// imports inside functions, return annotations. One walk over the tree.
-pub(crate) fn bindings<'t>(root: Node<'t>, src: &str, out: &mut Vec<RawBinding<'t>>) {
+pub(crate) fn bindings<'t>(root: Node<'t>, src: &str, out: &mut Vec<RawBinding<'t>>, mut tags: Option<&mut Tags<'t>>) {
     // The innermost `def` around a node, if any.
     let mut stack: Vec<(Node<'t>, Option<Node<'t>>)> = vec![(root, None)];
     // `cls.add_to_class("objects", manager)` in a method: (the method, the call), kept
@@ -171,6 +257,9 @@ pub(crate) fn bindings<'t>(root: Node<'t>, src: &str, out: &mut Vec<RawBinding<'
     while let Some((n, def)) = stack.pop() {
         let in_def = def.is_some();
         let kind = kinds.name(n);
+        if let Some(t) = tags.as_deref_mut() {
+            t.visit(n, kind, src);
+        }
         match kind {
             // `class Model(metaclass=ModelBase)`: the class's metaclass, as `@metaclass`.
             "class_definition" => {
