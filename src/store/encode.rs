@@ -79,20 +79,20 @@ fn order_f64(v: f64) -> u64 {
 }
 
 fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
-    let mut i = 0;
-    loop {
-        let rest = b.len() - i;
-        if rest >= GROUP {
-            out.extend_from_slice(&b[i..i + GROUP]);
-            out.push(MARKER);
-            i += GROUP;
-        } else {
-            out.extend_from_slice(&b[i..]);
-            out.extend(std::iter::repeat_n(0u8, GROUP - rest));
-            out.push(MARKER - (GROUP - rest) as u8);
-            return;
-        }
+    // Each group of GROUP bytes and its marker goes in as one fixed-size copy (a push per
+    // marker and a copy per group was 1.5% of a full build's time).
+    out.reserve((b.len() / GROUP + 1) * (GROUP + 1));
+    let mut groups = b.chunks_exact(GROUP);
+    let mut g = [MARKER; GROUP + 1];
+    for c in &mut groups {
+        g[..GROUP].copy_from_slice(c);
+        out.extend_from_slice(&g);
     }
+    let rest = groups.remainder();
+    let mut last = [0u8; GROUP + 1];
+    last[..rest.len()].copy_from_slice(rest);
+    last[GROUP] = MARKER - (GROUP - rest.len()) as u8;
+    out.extend_from_slice(&last);
 }
 
 fn put_key_col(out: &mut Vec<u8>, c: Col) {
