@@ -10,6 +10,11 @@
 ;   @base.owner / @base a type and one of its superclasses or interfaces
 ;   @var.type / @var.name  a declared type of a parameter, local variable or field,
 ;                       used to resolve `x.m()` (src/extract/java.rs)
+;
+; This query is the specification: an index finds the same matches in one walk over the
+; tree (`java::tags`), and the test `walk_finds_what_the_query_finds` holds the walk to
+; this query (a change here needs the same change there; a query given by
+; REPROAGENT_QUERIES runs as a query).
 
 (class_declaration name: (identifier) @name) @definition.class
 (record_declaration name: (identifier) @name) @definition.class

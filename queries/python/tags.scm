@@ -13,7 +13,7 @@
 ; src/extract/python.rs.
 ;
 ; For Python this query is the specification: an index finds the same matches in the one
-; walk that also finds the bindings (`python::Tags`), and the test
+; walk that also finds the bindings (`python::bindings` filling `extract::Tags`), and the test
 ; `walk_finds_what_the_query_finds` holds the walk to this query (a change here needs
 ; the same change there).
 

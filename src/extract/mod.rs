@@ -240,7 +240,7 @@ pub struct Compiled {
     query: Query,
     roles: Vec<Role>,
     /// The embedded query, not an override (`REPROAGENT_QUERIES`): Python's is then found
-    /// by the walk instead ([`python::Tags`]).
+    /// by a walk instead ([`Tags`]).
     builtin: bool,
 }
 
@@ -413,6 +413,65 @@ pub(crate) fn line_of(node: Node) -> u32 {
     node.start_position().row as u32 + 1
 }
 
+/// Node kinds by id, for a walk that meets every node of a file: matched by number (a
+/// table made once per file), not by name (`Node::kind` measures and checks a C string
+/// per node). Aliases share a name, so every id of a listed name maps to it.
+pub(crate) struct KindTable(Vec<&'static str>);
+
+impl KindTable {
+    pub(crate) fn of(root: Node, matched: &[&'static str]) -> KindTable {
+        let lang = root.language();
+        let ids = (0..lang.node_kind_count() as u16).map(|id| {
+            let name = lang.node_kind_for_id(id).unwrap_or("");
+            matched.iter().copied().find(|m| *m == name).unwrap_or("")
+        });
+        KindTable(ids.collect())
+    }
+
+    /// The node's kind if it is one of the listed, else `""`.
+    pub(crate) fn name(&self, n: Node) -> &'static str {
+        self.0.get(n.kind_id() as usize).copied().unwrap_or("")
+    }
+}
+
+/// What a language's tags query matches in a file, found by a walk instead (Python's
+/// bindings walk, Java's own): as the query's matches give it, then put in their order by
+/// [`Tags::in_match_order`]. `walk_finds_what_the_query_finds` holds each walk to its query.
+#[derive(Default)]
+pub(crate) struct Tags<'t> {
+    defs: Vec<RawDef<'t>>,
+    calls: Vec<RawCall<'t>>,
+    imports: Vec<Node<'t>>,
+    /// (the base's start byte, the type's node id, the base as written)
+    bases: Vec<(usize, usize, String)>,
+    /// (the type's node, the name's node) of variable types
+    vars: Vec<(Node<'t>, Node<'t>)>,
+    package: Option<Node<'t>>,
+}
+
+impl<'t> Tags<'t> {
+    /// A definition whose name is an identifier (as the queries write `name: (identifier)`).
+    fn def(&mut self, node: Node<'t>, name: Option<Node<'t>>, kind: Kind, src: &str) {
+        if let Some(n) = name.filter(|n| n.kind() == "identifier") {
+            self.defs.push(RawDef { node, kind, name: text(n, src).to_string(), value: None });
+        }
+    }
+
+    fn base(&mut self, owner: Node<'t>, base: Node<'t>, src: &str) {
+        self.bases.push((base.start_byte(), owner.id(), strip_generics(text(base, src))));
+    }
+
+    /// What was found, in the order the query's matches come in where the facts keep it
+    /// (by position: a walk meets nodes in another order).
+    fn in_match_order(mut self) -> Self {
+        self.defs.sort_by_key(|d| d.node.start_byte());
+        self.calls.sort_by_key(|c| (c.0.start_byte(), std::cmp::Reverse(c.0.end_byte())));
+        self.imports.sort_by_key(|n| n.start_byte());
+        self.bases.sort_by_key(|b| b.0);
+        self
+    }
+}
+
 /// A call found by the query: (the call node, its name, its receiver as written, how many
 /// arguments, whether it is a `new`, its line).
 type RawCall<'t> = (Node<'t>, String, String, u32, bool, u32);
@@ -491,11 +550,20 @@ fn build_facts(
     // Python: what the embedded query matches is found by the walk that finds the
     // bindings (one pass over the tree instead of two); `walk_finds_what_the_query_finds`
     // holds it to the query, which stays the specification. An overridden query runs.
-    let by_walk = lang == Lang::Python && !by_query && c.builtin;
+    let by_walk = lang != Lang::TypeScript && !by_query && c.builtin;
     if by_walk {
-        let mut tags = python::Tags::default();
-        python::bindings(root, src, &mut raw_vars, Some(&mut tags));
-        (defs, raw_calls, import_nodes, bases) = tags.in_match_order();
+        let mut tags = Tags::default();
+        match lang {
+            Lang::Python => python::bindings(root, src, &mut raw_vars, Some(&mut tags)),
+            _ => java::tags(root, src, &mut tags),
+        }
+        let t = tags.in_match_order();
+        (defs, raw_calls, import_nodes) = (t.defs, t.calls, t.imports);
+        bases = t.bases.into_iter().map(|(_, owner, b)| (owner, b)).collect();
+        raw_vars.extend(t.vars.into_iter().map(|(ty, n)| (n, text(n, src).to_string(), strip_generics(text(ty, src)))));
+        if let Some(p) = t.package {
+            package = java::package_name(p, src);
+        }
     } else if lang == Lang::Python {
         python::bindings(root, src, &mut raw_vars, None);
     }
@@ -998,14 +1066,15 @@ mod tests {
 mod walk_tests {
     use super::*;
 
-    /// Python's facts found by the walk equal those found by `queries/python/tags.scm`.
+    /// The facts found by the walk equal those found by `queries/<lang>/tags.scm`.
     fn same_by_walk_and_query(rel: &str, src: &str) {
+        let lang = Lang::of_path(std::path::Path::new(rel)).unwrap();
         let mut walk = Extractor::new(Limits::default());
         let mut query = Extractor::new(Limits::default());
         query.by_query = true;
         let hash = content_hash(src.as_bytes());
-        let a = walk.extract_bytes(rel, Lang::Python, src.as_bytes(), hash.clone());
-        let b = query.extract_bytes(rel, Lang::Python, src.as_bytes(), hash);
+        let a = walk.extract_bytes(rel, lang, src.as_bytes(), hash.clone());
+        let b = query.extract_bytes(rel, lang, src.as_bytes(), hash);
         match (a, b) {
             (Ok(a), Ok(b)) => assert_eq!(a, b, "{rel}: the walk and the query disagree"),
             (a, b) => assert_eq!(format!("{a:?}"), format!("{b:?}"), "{rel}"),
@@ -1048,7 +1117,7 @@ async def k():
         let mut n = 0;
         for e in ignore::WalkBuilder::new(&root).hidden(false).build().flatten() {
             let p = e.path();
-            if p.extension().is_some_and(|x| x == "py") {
+            if p.extension().is_some_and(|x| x == "py" || x == "java") {
                 if let Ok(src) = std::fs::read_to_string(p) {
                     let rel = p.strip_prefix(&root).unwrap().to_string_lossy().into_owned();
                     same_by_walk_and_query(&rel, &src);
@@ -1056,7 +1125,31 @@ async def k():
                 }
             }
         }
-        assert!(n > 20, "only {n} Python fixture files");
+        assert!(n > 40, "only {n} Python and Java fixture files");
+        let java = r#"
+package a.b;
+package c.d;
+import java.util.*;
+import static java.util.Collections.emptyList;
+public class A<T> extends Base<T> implements I1, /* c */ I2<String>, java.io.Serializable {
+    int x, y = 2;
+    static final String Z = "z";
+    A(int a, final String... rest) { super(a); this.x = a; }
+    <R> R m(java.util.List<? extends T> xs, int[] arr) throws Exception {
+        int i = 0, j;
+        for (final String s : names()) { s.length(); }
+        try { new Foo<>(new Foo(1, 2)).bar(x).bar(y, z); } catch (IOException | RuntimeException e) { e.printStackTrace(); }
+        Runnable r = new Runnable() { public void run() { go(); } };
+        return (R) m2(m2(1), 2);
+    }
+    record P(int a) implements Comparable<P> { P { check(a); } public int compareTo(P o) { return 0; } }
+    enum E implements I1 { ONE, TWO; void f() {} }
+    interface J extends I1, I2 { int K = 1; void g(); }
+    @interface Ann { String value(); }
+}
+class Broken { void f( { call(1); }
+"#;
+        same_by_walk_and_query("a/b/A.java", java);
     }
 
     /// A Python query given by `REPROAGENT_QUERIES` is run, not the walk made for the

@@ -2,7 +2,7 @@
 
 use tree_sitter::Node;
 
-use super::{line_of, text, truncate, Import, ImportKind, Kind};
+use super::{line_of, text, truncate, Import, ImportKind, Kind, KindTable, Tags};
 
 /// `pkg/sub/mod.py` -> `pkg.sub.mod`; `pkg/__init__.py` -> `pkg`.
 pub(crate) fn module_name(rel: &str) -> String {
@@ -117,123 +117,75 @@ fn name_and_alias(n: Node, src: &str) -> (String, String) {
 pub(crate) type RawBinding<'t> = (Node<'t>, String, String);
 
 /// The kinds [`bindings`] matches on, by kind id: the other kinds are `""`.
-struct KindTable(Vec<&'static str>);
+/// The node kinds [`bindings`] matches on (with what [`visit`] matches for the query).
+const MATCHED: [&str; 13] = [
+    "class_definition",
+    "call",
+    "function_definition",
+    "assignment",
+    "return_statement",
+    "augmented_assignment",
+    "named_expression",
+    "for_statement",
+    "for_in_clause",
+    "as_pattern",
+    "except_clause",
+    "import_statement",
+    "import_from_statement",
+];
 
-impl KindTable {
-    const MATCHED: [&'static str; 13] = [
-        "class_definition",
-        "call",
-        "function_definition",
-        "assignment",
-        "return_statement",
-        "augmented_assignment",
-        "named_expression",
-        "for_statement",
-        "for_in_clause",
-        "as_pattern",
-        "except_clause",
-        "import_statement",
-        "import_from_statement",
-    ];
-
-    fn of(root: Node) -> KindTable {
-        let lang = root.language();
-        let ids = (0..lang.node_kind_count() as u16).map(|id| {
-            let name = lang.node_kind_for_id(id).unwrap_or("");
-            Self::MATCHED.iter().copied().find(|m| *m == name).unwrap_or("")
-        });
-        KindTable(ids.collect())
-    }
-
-    /// The node's kind if [`bindings`] matches on it, else `""`.
-    fn name(&self, n: Node) -> &'static str {
-        self.0.get(n.kind_id() as usize).copied().unwrap_or("")
-    }
-}
-
-/// What `queries/python/tags.scm` matches in a file, found by [`bindings`]'s walk: the
-/// definitions (classes, functions, class-body fields), the calls, the import statements
-/// and the bases, each as the query's match would give it.
-#[derive(Default)]
-pub(crate) struct Tags<'t> {
-    defs: Vec<super::RawDef<'t>>,
-    calls: Vec<super::RawCall<'t>>,
-    imports: Vec<Node<'t>>,
-    /// (the base's start byte, the class node's id, the base as written)
-    bases: Vec<(usize, usize, String)>,
-}
-
-impl<'t> Tags<'t> {
-    fn def(&mut self, node: Node<'t>, name: Option<Node<'t>>, kind: Kind, src: &str) {
-        if let Some(n) = name.filter(|n| n.kind() == "identifier") {
-            self.defs.push(super::RawDef { node, kind, name: text(n, src).to_string(), value: None });
-        }
-    }
-
-    /// One node of the walk: what the query's patterns rooted at it match.
-    fn visit(&mut self, n: Node<'t>, kind: &str, src: &str) {
-        match kind {
-            "class_definition" => {
-                self.def(n, n.child_by_field_name("name"), Kind::Class, src);
-                // `superclasses: (argument_list [(identifier) (attribute) (call)] @base)`
-                if let Some(sup) = n.child_by_field_name("superclasses").filter(|s| s.kind() == "argument_list") {
-                    let mut c = sup.walk();
-                    for b in sup.named_children(&mut c) {
-                        if matches!(b.kind(), "identifier" | "attribute" | "call") {
-                            self.bases.push((b.start_byte(), n.id(), super::strip_generics(text(b, src))));
-                        }
-                    }
-                }
-                // `body: (block (expression_statement (assignment left: (identifier) @name)))`
-                if let Some(body) = n.child_by_field_name("body").filter(|b| b.kind() == "block") {
-                    let mut c = body.walk();
-                    let stmts: Vec<Node<'t>> =
-                        body.named_children(&mut c).filter(|s| s.kind() == "expression_statement").collect();
-                    for st in stmts {
-                        let mut c = st.walk();
-                        for a in st.named_children(&mut c).filter(|a| a.kind() == "assignment") {
-                            self.def(a, a.child_by_field_name("left"), Kind::Field, src);
-                        }
+/// One node of the walk: what `queries/python/tags.scm`'s patterns rooted at it match
+/// (definitions: classes, functions, class-body fields; calls; import statements; bases),
+/// each as the query's match would give it.
+fn visit<'t>(t: &mut Tags<'t>, n: Node<'t>, kind: &str, src: &str) {
+    match kind {
+        "class_definition" => {
+            t.def(n, n.child_by_field_name("name"), Kind::Class, src);
+            // `superclasses: (argument_list [(identifier) (attribute) (call)] @base)`
+            if let Some(sup) = n.child_by_field_name("superclasses").filter(|s| s.kind() == "argument_list") {
+                let mut c = sup.walk();
+                for b in sup.named_children(&mut c) {
+                    if matches!(b.kind(), "identifier" | "attribute" | "call") {
+                        t.base(n, b, src);
                     }
                 }
             }
-            "function_definition" => self.def(n, n.child_by_field_name("name"), Kind::Function, src),
-            "call" => {
-                let Some(args) = n.child_by_field_name("arguments").filter(|a| a.is_named()) else { return };
-                let Some(f) = n.child_by_field_name("function") else { return };
-                let (name, receiver) = match f.kind() {
-                    "identifier" => (f, None),
-                    "attribute" => {
-                        let (Some(o), Some(a)) = (f.child_by_field_name("object"), f.child_by_field_name("attribute"))
-                        else {
-                            return;
-                        };
-                        if !o.is_named() || a.kind() != "identifier" {
-                            return;
-                        }
-                        (a, Some(o))
+            // `body: (block (expression_statement (assignment left: (identifier) @name)))`
+            if let Some(body) = n.child_by_field_name("body").filter(|b| b.kind() == "block") {
+                let mut c = body.walk();
+                let stmts: Vec<Node<'t>> =
+                    body.named_children(&mut c).filter(|s| s.kind() == "expression_statement").collect();
+                for st in stmts {
+                    let mut c = st.walk();
+                    for a in st.named_children(&mut c).filter(|a| a.kind() == "assignment") {
+                        t.def(a, a.child_by_field_name("left"), Kind::Field, src);
                     }
-                    _ => return,
-                };
-                let recv = receiver.map(|r| super::receiver_text(r, src)).unwrap_or_default();
-                self.calls.push((n, text(name, src).to_string(), recv, super::count_args(args), false, line_of(name)));
+                }
             }
-            "import_statement" | "import_from_statement" => self.imports.push(n),
-            _ => {}
         }
-    }
-
-    /// What was found, in the order the query's matches come in (by position: the walk
-    /// meets nodes in another order).
-    #[allow(clippy::type_complexity)]
-    pub(crate) fn in_match_order(
-        mut self,
-    ) -> (Vec<super::RawDef<'t>>, Vec<super::RawCall<'t>>, Vec<Node<'t>>, Vec<(usize, String)>) {
-        self.defs.sort_by_key(|d| d.node.start_byte());
-        self.calls.sort_by_key(|c| (c.0.start_byte(), std::cmp::Reverse(c.0.end_byte())));
-        self.imports.sort_by_key(|n| n.start_byte());
-        self.bases.sort_by_key(|b| b.0);
-        (self.defs, self.calls, self.imports, self.bases.into_iter().map(|(_, o, b)| (o, b)).collect())
+        "function_definition" => t.def(n, n.child_by_field_name("name"), Kind::Function, src),
+        "call" => {
+            let Some(args) = n.child_by_field_name("arguments").filter(|a| a.is_named()) else { return };
+            let Some(f) = n.child_by_field_name("function") else { return };
+            let (name, receiver) = match f.kind() {
+                "identifier" => (f, None),
+                "attribute" => {
+                    let (Some(o), Some(a)) = (f.child_by_field_name("object"), f.child_by_field_name("attribute"))
+                    else {
+                        return;
+                    };
+                    if !o.is_named() || a.kind() != "identifier" {
+                        return;
+                    }
+                    (a, Some(o))
+                }
+                _ => return,
+            };
+            let recv = receiver.map(|r| super::receiver_text(r, src)).unwrap_or_default();
+            t.calls.push((n, text(name, src).to_string(), recv, super::count_args(args), false, line_of(name)));
+        }
+        "import_statement" | "import_from_statement" => t.imports.push(n),
+        _ => {}
     }
 }
 
@@ -252,13 +204,13 @@ pub(crate) fn bindings<'t>(root: Node<'t>, src: &str, out: &mut Vec<RawBinding<'
     // The walk meets every named node of the file: its kind is matched by number (a
     // table made once per file), not by name (`Node::kind` measures and checks a C string
     // per node), and one cursor serves every node's children.
-    let kinds = KindTable::of(root);
+    let kinds = KindTable::of(root, &MATCHED);
     let mut cursor = root.walk();
     while let Some((n, def)) = stack.pop() {
         let in_def = def.is_some();
         let kind = kinds.name(n);
         if let Some(t) = tags.as_deref_mut() {
-            t.visit(n, kind, src);
+            visit(t, n, kind, src);
         }
         match kind {
             // `class Model(metaclass=ModelBase)`: the class's metaclass, as `@metaclass`.
