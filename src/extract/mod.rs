@@ -239,7 +239,7 @@ enum Role {
 pub struct Compiled {
     query: Query,
     roles: Vec<Role>,
-    /// The embedded query, not an override (`REPROAGENT_QUERIES`): Python's is then found
+    /// The embedded query, not an override (`REPROAGENT_QUERIES`): Python's and Java's are then found
     /// by a walk instead ([`Tags`]).
     builtin: bool,
 }
