@@ -434,9 +434,10 @@ impl KindTable {
     }
 }
 
-/// What a language's tags query matches in a file, found by a walk instead (Python's
-/// bindings walk, Java's own): as the query's matches give it, then put in their order by
-/// [`Tags::in_match_order`]. `walk_finds_what_the_query_finds` holds each walk to its query.
+/// What a language's tags query matches in a file: from the query's matches
+/// ([`query_tags`]), or found by a walk instead (Python's bindings walk, Java's own) and
+/// then put in the matches' order by [`Tags::in_match_order`].
+/// `walk_finds_what_the_query_finds` holds each walk to its query.
 #[derive(Default)]
 pub(crate) struct Tags<'t> {
     defs: Vec<RawDef<'t>>,
@@ -446,7 +447,10 @@ pub(crate) struct Tags<'t> {
     bases: Vec<(usize, usize, String)>,
     /// (the type's node, the name's node) of variable types
     vars: Vec<(Node<'t>, Node<'t>)>,
+    /// The last package declaration (Java).
     package: Option<Node<'t>>,
+    /// The name of the default export (TypeScript).
+    default_export: Option<Node<'t>>,
 }
 
 impl<'t> Tags<'t> {
@@ -462,9 +466,9 @@ impl<'t> Tags<'t> {
     }
 
     /// What was found, in the order the query's matches come in where the facts keep it
-    /// (by position: a walk meets nodes in another order).
+    /// (by position: a walk meets nodes in another order; definitions are sorted by
+    /// position and nesting later anyway).
     fn in_match_order(mut self) -> Self {
-        self.defs.sort_by_key(|d| d.node.start_byte());
         self.calls.sort_by_key(|c| (c.0.start_byte(), std::cmp::Reverse(c.0.end_byte())));
         self.imports.sort_by_key(|n| n.start_byte());
         self.bases.sort_by_key(|b| b.0);
@@ -524,52 +528,11 @@ impl Chain {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn build_facts(
-    by_query: bool,
-    rel: &str,
-    lang: Lang,
-    src: &str,
-    hash: String,
-    tree: &tree_sitter::Tree,
-    c: &Compiled,
-    max_entities: usize,
-) -> FileFacts {
-    let root = tree.root_node();
-    let desc = lang.descriptor();
-    let is_test = is_test_path(&desc.tests, rel);
-
-    let mut defs: Vec<RawDef> = Vec::new();
-    let mut raw_calls: Vec<RawCall> = Vec::new();
-    let mut import_nodes: Vec<Node> = Vec::new();
-    let mut package = String::new();
-    let mut default_export = String::new();
-    let mut bases: Vec<(usize, String)> = Vec::new(); // (owner node id, base text)
-    let mut raw_vars: Vec<(Node, String, String)> = Vec::new();
-
-    // Python: what the embedded query matches is found by the walk that finds the
-    // bindings (one pass over the tree instead of two); `walk_finds_what_the_query_finds`
-    // holds it to the query, which stays the specification. An overridden query runs.
-    let by_walk = lang != Lang::TypeScript && !by_query && c.builtin;
-    if by_walk {
-        let mut tags = Tags::default();
-        match lang {
-            Lang::Python => python::bindings(root, src, &mut raw_vars, Some(&mut tags)),
-            _ => java::tags(root, src, &mut tags),
-        }
-        let t = tags.in_match_order();
-        (defs, raw_calls, import_nodes) = (t.defs, t.calls, t.imports);
-        bases = t.bases.into_iter().map(|(_, owner, b)| (owner, b)).collect();
-        raw_vars.extend(t.vars.into_iter().map(|(ty, n)| (n, text(n, src).to_string(), strip_generics(text(ty, src)))));
-        if let Some(p) = t.package {
-            package = java::package_name(p, src);
-        }
-    } else if lang == Lang::Python {
-        python::bindings(root, src, &mut raw_vars, None);
-    }
+/// What the query matches, match by match, into `t` (in the order the matches come).
+fn query_tags<'t>(c: &Compiled, root: Node<'t>, src: &str, t: &mut Tags<'t>) {
     let mut cursor = QueryCursor::new();
     let mut matches = cursor.matches(&c.query, root, src.as_bytes());
-    while let Some(m) = if by_walk { None } else { matches.next() } {
+    while let Some(m) = matches.next() {
         let mut is_default = false;
         let mut def: Option<(Node, Kind)> = None;
         let mut name: Option<Node> = None;
@@ -591,9 +554,9 @@ fn build_facts(
                 Role::New => call = Some((node, true)),
                 Role::Receiver => receiver = Some(node),
                 Role::Arguments => arguments = Some(node),
-                Role::Import => import_nodes.push(node),
+                Role::Import => t.imports.push(node),
                 Role::ExportDefault => is_default = true,
-                Role::Package => package = java::package_name(node, src),
+                Role::Package => t.package = Some(node),
                 Role::BaseOwner => base_owner = Some(node),
                 Role::Base => base = Some(node),
                 Role::VarType => var_type = Some(node),
@@ -602,21 +565,62 @@ fn build_facts(
             }
         }
         if let (true, Some(n)) = (is_default, name) {
-            default_export = text(n, src).to_string();
+            t.default_export = Some(n);
         } else if let (Some((node, kind)), Some(n)) = (def, name) {
-            defs.push(RawDef { node, kind, name: text(n, src).to_string(), value });
+            t.defs.push(RawDef { node, kind, name: text(n, src).to_string(), value });
         } else if let (Some((node, is_new)), Some(n)) = (call, name) {
             let args = arguments.map(count_args).unwrap_or(0);
             let recv = receiver.map(|r| receiver_text(r, src)).unwrap_or_default();
             let name_text = if is_new { strip_generics(text(n, src)) } else { text(n, src).to_string() };
             let line = if is_new { line_of(node) } else { line_of(n) };
-            raw_calls.push((node, name_text, recv, args, is_new, line));
+            t.calls.push((node, name_text, recv, args, is_new, line));
         } else if let (Some(o), Some(b)) = (base_owner, base) {
-            bases.push((o.id(), strip_generics(text(b, src))));
-        } else if let (Some(t), Some(n)) = (var_type, var_name) {
-            raw_vars.push((n, text(n, src).to_string(), strip_generics(text(t, src))));
+            t.base(o, b, src);
+        } else if let (Some(ty), Some(n)) = (var_type, var_name) {
+            t.vars.push((ty, n));
         }
     }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build_facts(
+    by_query: bool,
+    rel: &str,
+    lang: Lang,
+    src: &str,
+    hash: String,
+    tree: &tree_sitter::Tree,
+    c: &Compiled,
+    max_entities: usize,
+) -> FileFacts {
+    let root = tree.root_node();
+    let desc = lang.descriptor();
+    let is_test = is_test_path(&desc.tests, rel);
+
+    // Python's bindings (the vars of the other languages come with their tags).
+    let mut raw_vars: Vec<(Node, String, String)> = Vec::new();
+    // Python and Java: what the embedded query matches is found by a walk (for Python the
+    // one that finds the bindings: one pass over the tree instead of two);
+    // `walk_finds_what_the_query_finds` holds each walk to its query, which stays the
+    // specification. An overridden query runs.
+    let by_walk = lang != Lang::TypeScript && !by_query && c.builtin;
+    let mut tags = Tags::default();
+    match lang {
+        Lang::Python => python::bindings(root, src, &mut raw_vars, by_walk.then_some(&mut tags)),
+        Lang::Java if by_walk => java::tags(root, src, &mut tags),
+        _ => {}
+    }
+    if by_walk {
+        tags = tags.in_match_order();
+    } else {
+        query_tags(c, root, src, &mut tags);
+    }
+    let Tags { mut defs, calls: raw_calls, imports: import_nodes, bases, vars, package, default_export } = tags;
+    let package = package.map(|p| java::package_name(p, src)).unwrap_or_default();
+    let default_export = default_export.map(|n| text(n, src).to_string()).unwrap_or_default();
+    // (owner node id, base text)
+    let bases: Vec<(usize, String)> = bases.into_iter().map(|(_, owner, b)| (owner, b)).collect();
+    raw_vars.extend(vars.into_iter().map(|(ty, n)| (n, text(n, src).to_string(), strip_generics(text(ty, src)))));
 
     // Order definitions by position, outermost first, so a stack gives nesting.
     defs.sort_by_key(|d| (d.node.start_byte(), std::cmp::Reverse(d.node.end_byte())));
