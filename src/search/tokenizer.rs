@@ -21,8 +21,9 @@ impl Tokenizer for CodeTokenizer {
     fn token_stream<'a>(&'a mut self, text: &'a str) -> CodeTokenStream {
         let mut texts = String::with_capacity(text.len() * 2);
         let mut spans = Vec::new();
-        split(text, &mut |from, to, t| {
-            texts.push_str(t);
+        // Lowercased straight into the stream's buffer (no per-token scratch string).
+        split_ranges(text, &mut |from, to| {
+            push_lower(&text[from..to], &mut texts);
             spans.push((from, to, texts.len()));
         });
         CodeTokenStream { texts, spans, next: 0, token: Token::default() }
@@ -54,16 +55,43 @@ fn is_word(c: char) -> bool {
     c.is_alphanumeric() || c == '_' || c == '$'
 }
 
-/// `s` lowercased into `buf` (cleared first): bytewise when ASCII, else as
-/// `str::to_lowercase` does it (which knows a word-final sigma).
-fn lower_into<'b>(s: &str, buf: &'b mut String) -> &'b str {
-    buf.clear();
+/// Which ASCII bytes are word characters: `[A-Za-z0-9_$]`, what [`is_word`] says of them.
+const ASCII_WORD: [bool; 128] = {
+    let mut t = [false; 128];
+    let mut b = 0;
+    while b < 128 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric() || c == b'_' || c == b'$';
+        b += 1;
+    }
+    t
+};
+
+/// The byte length of the word character at byte `i` of `text` (a char boundary), or 0
+/// when it is not one (or `i` is the end).
+#[inline]
+fn word_len_at(text: &str, i: usize) -> usize {
+    match text.as_bytes().get(i) {
+        None => 0,
+        Some(&b) if b < 0x80 => usize::from(ASCII_WORD[b as usize]),
+        Some(_) => match text[i..].chars().next() {
+            Some(c) if is_word(c) => c.len_utf8(),
+            _ => 0,
+        },
+    }
+}
+
+/// `s` lowercased, appended to `buf`: bytewise when ASCII, else as `str::to_lowercase`
+/// does it (which knows a word-final sigma).
+#[inline]
+fn push_lower(s: &str, buf: &mut String) {
     if s.is_ascii() {
-        buf.extend(s.bytes().map(|b| b.to_ascii_lowercase() as char));
+        let at = buf.len();
+        buf.push_str(s);
+        buf[at..].make_ascii_lowercase();
     } else {
         buf.push_str(&s.to_lowercase());
     }
-    buf
 }
 
 /// Call `emit(from, to, text)` for every token: each run of word characters joined by
@@ -71,15 +99,30 @@ fn lower_into<'b>(s: &str, buf: &'b mut String) -> &'b str {
 /// each word split at `_` and camelCase boundaries. `text` is lowercased, and borrowed
 /// for the call only.
 pub(crate) fn split(text: &str, emit: &mut dyn FnMut(usize, usize, &str)) {
+    let mut buf = String::new();
+    split_ranges(text, &mut |from, to| {
+        buf.clear();
+        push_lower(&text[from..to], &mut buf);
+        emit(from, to, &buf);
+    });
+}
+
+/// The byte ranges of [`split`]'s tokens, in its order (not lowercased).
+fn split_ranges(text: &str, emit: &mut dyn FnMut(usize, usize)) {
     let bytes = text.as_bytes();
     let mut words: Vec<(usize, usize)> = Vec::new();
     let mut parts: Vec<(usize, usize)> = Vec::new();
-    let mut buf = String::new();
     let mut i = 0;
-    while i < text.len() {
-        let Some(c) = text[i..].chars().next() else { break };
-        if !is_word(c) {
-            i += c.len_utf8();
+    while i < bytes.len() {
+        let b = bytes[i];
+        // Not a word character: the next one (ASCII in one step).
+        if b < 0x80 {
+            if !ASCII_WORD[b as usize] {
+                i += 1;
+                continue;
+            }
+        } else if word_len_at(text, i) == 0 {
+            i += text[i..].chars().next().map_or(1, char::len_utf8);
             continue;
         }
         // A compound: words joined by single separators.
@@ -89,39 +132,36 @@ pub(crate) fn split(text: &str, emit: &mut dyn FnMut(usize, usize, &str)) {
         loop {
             let ws = end;
             let mut we = end;
-            for ch in text[end..].chars() {
-                if is_word(ch) {
-                    we += ch.len_utf8();
-                } else {
+            loop {
+                let n = word_len_at(text, we);
+                if n == 0 {
                     break;
                 }
+                we += n;
             }
             words.push((ws, we));
             end = we;
-            let sep_len = if text[end..].starts_with("::") {
-                2
-            } else if end < bytes.len() && matches!(bytes[end], b'.' | b'/' | b'-') {
-                1
-            } else {
-                0
+            let sep_len = match bytes.get(end) {
+                Some(b':') if bytes.get(end + 1) == Some(&b':') => 2,
+                Some(b'.' | b'/' | b'-') => 1,
+                _ => 0,
             };
-            let after = end + sep_len;
-            if sep_len > 0 && text[after..].chars().next().is_some_and(is_word) {
-                end = after;
+            if sep_len > 0 && word_len_at(text, end + sep_len) > 0 {
+                end += sep_len;
             } else {
                 break;
             }
         }
         if words.len() > 1 {
-            emit(start, end, lower_into(&text[start..end], &mut buf));
+            emit(start, end);
         }
         for &(ws, we) in &words {
             let word = &text[ws..we];
-            emit(ws, we, lower_into(word, &mut buf));
+            emit(ws, we);
             word_parts(word, &mut parts);
             if parts.len() > 1 {
                 for &(ps, pe) in &parts {
-                    emit(ws + ps, ws + pe, lower_into(&word[ps..pe], &mut buf));
+                    emit(ws + ps, ws + pe);
                 }
             }
         }
@@ -133,6 +173,9 @@ pub(crate) fn split(text: &str, emit: &mut dyn FnMut(usize, usize, &str)) {
 /// `HTTPServer` -> HTTP, Server; `parse2json` stays whole. Into `parts` (cleared first).
 fn word_parts(word: &str, parts: &mut Vec<(usize, usize)>) {
     parts.clear();
+    if word.is_ascii() {
+        return ascii_word_parts(word.as_bytes(), parts);
+    }
     let mut start: Option<usize> = None;
     // The previous character, this one (at byte `i`) and the next.
     let mut it = word.char_indices().peekable();
@@ -163,6 +206,39 @@ fn word_parts(word: &str, parts: &mut Vec<(usize, usize)>) {
     }
     if let Some(s) = start {
         parts.push((s, word.len()));
+    }
+}
+
+/// [`word_parts`] of an ASCII word, bytewise (for ASCII, `char::is_lowercase` is
+/// `a-z` and `is_uppercase` is `A-Z`).
+fn ascii_word_parts(w: &[u8], parts: &mut Vec<(usize, usize)>) {
+    let mut start: Option<usize> = None;
+    for i in 0..w.len() {
+        let c = w[i];
+        if c == b'_' || c == b'$' {
+            if let Some(s) = start.take() {
+                parts.push((s, i));
+            }
+            continue;
+        }
+        let boundary = i > 0 && {
+            let p = w[i - 1];
+            (p.is_ascii_lowercase() && c.is_ascii_uppercase())
+                || (p.is_ascii_uppercase()
+                    && c.is_ascii_uppercase()
+                    && w.get(i + 1).is_some_and(|n| n.is_ascii_lowercase()))
+        };
+        if boundary {
+            if let Some(s) = start.take() {
+                parts.push((s, i));
+            }
+        }
+        if start.is_none() {
+            start = Some(i);
+        }
+    }
+    if let Some(s) = start {
+        parts.push((s, w.len()));
     }
 }
 
