@@ -352,10 +352,6 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
     let mut new_facts = Vec::with_capacity(results.len());
     // Which of `new_facts` were parsed in this run (added or changed).
     let mut fresh: Vec<bool> = Vec::with_capacity(results.len());
-    // Keyword documents of the files parsed in this run, in path order.
-    // (One list per file: the keyword writer frees each as it goes, and no list of every
-    // document is grown by doubling.)
-    let mut new_docs: Vec<Vec<SearchDoc>> = Vec::new();
     drop(old_by_path);
     old_slots.extend(old_facts.into_iter().map(Some));
     for r in results {
@@ -367,8 +363,7 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
                 new_facts.push(f);
                 fresh.push(false);
             }
-            Ok(Got::Parsed(f, docs)) => {
-                new_docs.push(docs);
+            Ok(Got::Parsed(f)) => {
                 new_facts.push(*f);
                 fresh.push(true);
             }
@@ -453,7 +448,7 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
                     paths.extend(old_changed.iter().map(|f| f.path.clone()));
                     paths.sort();
                     paths.dedup();
-                    store::text::update(&root, &paths, new_docs.iter().flatten(), &digest)?;
+                    store::text::update(&root, &paths, changed.iter().flat_map(|f| docs_from_disk(&root, f)), &digest)?;
                 } else {
                     rebuild_search(&root, &new_facts, &digest, threads)?;
                 }
@@ -462,21 +457,22 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
             }
         }
         None => {
-            // The keyword index needs only the parsed documents, and the graph store is
+            // The keyword index needs only the facts and the files, and the graph store is
             // independent of it (each is committed with the tree digest, so a reader tells
             // a stale keyword index from the graph): it is written from the moment the
             // parse ends, beside resolving and writing the graph. The graph's resolve and
             // write take one thread; the keyword index the rest (one of two: with both
             // threads tantivy wrote two segments whose term dictionaries each held most
             // terms, for 5-10% more CPU time and 70-90 MiB more memory on TypeScript,
-            // and the same wall time).
-            let docs = std::mem::take(&mut new_docs);
+            // and the same wall time). Its documents are made here, one file at a time
+            // (read again), while tantivy's thread indexes the ones before: held from the
+            // parse, every document at once was 60 MiB on Django and 280 MiB on TypeScript.
             let text_threads = threads.saturating_sub(1).max(1);
             let (graph, text) = std::thread::scope(|s| {
                 let text = s.spawn(|| {
                     let t = Instant::now();
-                    store::text::write_full(&root, docs.into_iter().flatten(), &digest, text_threads)
-                        .map(|_| t.elapsed().as_secs_f64())
+                    let docs = new_facts.iter().flat_map(|f| docs_from_disk(&root, f));
+                    store::text::write_full(&root, docs, &digest, text_threads).map(|_| t.elapsed().as_secs_f64())
                 });
                 // On the index's pool: the parse freed its memory in those threads' malloc
                 // arenas, which resolving and writing then reuse (from another thread they
@@ -546,7 +542,7 @@ fn resolve_affected<'a>(
     let (old_paths, an) = affected::affected(&old_changed, &new_w, changed, |ids| store.inheriting(ids))?;
     // The old rows of the affected files are read from the index, not resolved again.
     let old_paths: Vec<&str> = old_paths.iter().map(String::as_str).collect();
-    let mut old_part = store.rows_of_files(&old_paths)?;
+    let mut old_part = store.rows_of_files(&old_paths, new.len().max(old_paths.len()))?;
     let mut new_part = resolve_files(&new_w, &an);
     // The old tree's affected files: the old versions of the changed ones, the others as
     // they are in the new tree.
@@ -637,20 +633,22 @@ fn resolve_affected<'a>(
 }
 
 /// Rebuild the keyword index from every indexed file (read again: they are in the page
-/// cache after the walk).
+/// cache after the walk), one file's documents at a time.
 fn rebuild_search(root: &Path, facts: &[FileFacts], digest: &str, threads: usize) -> Result<(), IndexError> {
-    let docs: Vec<SearchDoc> = facts
-        .par_iter()
-        .flat_map_iter(|f| {
-            let text = crate::confine::read_regular(root, &root.join(&f.path))
-                .ok()
-                .and_then(|b| crate::extract::decode_source(&b).ok().map(|t| t.into_owned()))
-                .unwrap_or_default();
-            search::docs_for(f, &text)
-        })
-        .collect();
-    store::text::write_full(root, docs, digest, threads)?;
+    store::text::write_full(root, facts.iter().flat_map(|f| docs_from_disk(root, f)), digest, threads)?;
     Ok(())
+}
+
+/// A file's keyword documents, from its facts and its text read again (under the
+/// confinement rule). Read after the parse, not kept from it: a file changed in between
+/// (its content no longer the hash its facts were made from) gets documents without text
+/// (its file and entities found by path, name, signature and doc, not by body) until the
+/// next run, which sees the change and parses it again.
+fn docs_from_disk(root: &Path, f: &FileFacts) -> Vec<SearchDoc> {
+    let bytes = crate::confine::read_regular(root, &root.join(&f.path)).ok();
+    let text =
+        bytes.as_deref().filter(|b| content_hash(b) == f.hash).and_then(|b| crate::extract::decode_source(b).ok());
+    search::docs_for(f, text.as_deref().unwrap_or(""))
 }
 
 fn total_rows(r: &Rows) -> usize {
@@ -665,10 +663,10 @@ fn total_rows(r: &Rows) -> usize {
         + r.test_of.len()
 }
 
-/// A file's facts: the stored ones (by index), or parsed in this run with its keyword documents.
+/// A file's facts: the stored ones (by index), or parsed in this run.
 enum Got {
     Reused(usize),
-    Parsed(Box<FileFacts>, Vec<SearchDoc>),
+    Parsed(Box<FileFacts>),
 }
 
 fn extract_or_reuse(
@@ -704,10 +702,7 @@ fn extract_or_reuse(
     // facts to compare against next time, and must not make every run look changed.
     let facts = ex.extract_bytes(&sf.rel, sf.lang, &bytes, hash)?;
     parsed.fetch_add(1, Ordering::Relaxed);
-    // extract_bytes checked the bytes decode (UTF-8, or UTF-16 with a BOM).
-    let text = crate::extract::decode_source(&bytes).unwrap_or_default();
-    let docs = search::docs_for(&facts, &text);
-    Ok(Got::Parsed(Box::new(facts), docs))
+    Ok(Got::Parsed(Box::new(facts)))
 }
 
 /// Parse every source file with tree-sitter and nothing else: the baseline the index
@@ -730,4 +725,38 @@ pub fn parse_only(root: &Path, threads: Option<usize>) -> Result<(usize, Duratio
             .sum()
     });
     Ok((n, started.elapsed()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::extract::Limits;
+
+    /// The keyword documents are made from the file read again after the parse: the
+    /// text the facts were made from gives the bodies; a file changed in between gives
+    /// documents without bodies (still found by name), never bodies of other text.
+    #[test]
+    fn documents_read_again_hold_the_parsed_text_or_no_body() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let src = "def shipping_cost(order):\n    return order.weight * rate_per_kilo\n";
+        std::fs::write(root.join("cost.py"), src).unwrap();
+        let facts = Extractor::new(Limits::default())
+            .extract_bytes("cost.py", Lang::Python, src.as_bytes(), content_hash(src.as_bytes()))
+            .unwrap();
+        let body_of = |docs: &[SearchDoc], id: &str| docs.iter().find(|d| d.id.ends_with(id)).map(|d| d.body.clone());
+
+        let docs = docs_from_disk(&root, &facts);
+        assert_eq!(docs, search::docs_for(&facts, src));
+        assert!(body_of(&docs, "shipping_cost").unwrap().contains("rate_per_kilo"));
+
+        std::fs::write(root.join("cost.py"), "def other():\n    return unrelated_words\n").unwrap();
+        let docs = docs_from_disk(&root, &facts);
+        assert_eq!(docs.len(), search::docs_for(&facts, src).len());
+        assert!(docs.iter().all(|d| d.body.is_empty()), "{docs:?}");
+        assert!(docs.iter().any(|d| d.name == "shipping_cost"));
+
+        std::fs::remove_file(root.join("cost.py")).unwrap();
+        assert!(docs_from_disk(&root, &facts).iter().all(|d| d.body.is_empty()));
+    }
 }

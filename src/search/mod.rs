@@ -114,7 +114,7 @@ pub fn register_tokenizers(index: &Index) {
 }
 
 /// A document to index, before it becomes a tantivy document.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SearchDoc {
     pub id: String,
     pub kind: String,
