@@ -31,7 +31,7 @@ pub struct IndexArgs {
     /// Skip files larger than this many bytes.
     #[arg(long, default_value_t = Limits::default().max_bytes)]
     pub max_file_bytes: u64,
-    /// Give up parsing a file after this many milliseconds.
+    /// Give up parsing a file after this many milliseconds of CPU time.
     #[arg(long, default_value_t = Limits::default().max_parse_time.as_millis() as u64)]
     pub max_parse_ms: u64,
     /// Keep at most this many entities per file (the module included); a file past it is
