@@ -2,7 +2,7 @@
 
 use tree_sitter::Node;
 
-use super::{line_of, strip_generics, text, Import, ImportKind, Kind, KindTable, Tags};
+use super::{line_of, strip_generics, text, Field, Import, ImportKind, Kind, KindTable, Tags};
 
 pub(crate) fn package_name(node: Node, src: &str) -> String {
     let t = text(node, src);
@@ -32,13 +32,13 @@ pub(crate) fn imports(node: Node, src: &str, out: &mut Vec<Import>) {
 pub(crate) fn params(method: Node, src: &str) -> (Vec<String>, bool) {
     let mut out = Vec::new();
     let mut varargs = false;
-    let Some(list) = method.child_by_field_name("parameters") else { return (out, false) };
+    let Some(list) = method.field("parameters") else { return (out, false) };
     let mut c = list.walk();
     for p in list.named_children(&mut c) {
         match p.kind() {
             "formal_parameter" => {
-                if let Some(t) = p.child_by_field_name("type") {
-                    let dims = p.child_by_field_name("dimensions").map(|d| text(d, src)).unwrap_or("");
+                if let Some(t) = p.field("type") {
+                    let dims = p.field("dimensions").map(|d| text(d, src)).unwrap_or("");
                     out.push(format!("{}{}", strip_generics(text(t, src)), strip_generics(dims)));
                 }
             }
@@ -65,7 +65,7 @@ pub(crate) fn has_test_annotation(method: Node, src: &str) -> bool {
             let mut c2 = m.walk();
             let hit = m.named_children(&mut c2).any(|a| {
                 matches!(a.kind(), "marker_annotation" | "annotation")
-                    && a.child_by_field_name("name").is_some_and(|n| {
+                    && a.field("name").is_some_and(|n| {
                         let t = text(n, src);
                         t == "Test" || t.ends_with(".Test") || t == "ParameterizedTest"
                     })
@@ -122,7 +122,7 @@ fn declarator_name(d: Node) -> Option<Node> {
     if d.kind() != "variable_declarator" {
         return None;
     }
-    d.child_by_field_name("name").filter(|n| n.kind() == "identifier")
+    d.field("name").filter(|n| n.kind() == "identifier")
 }
 
 /// Every named child of `n` of kind `kind`.
@@ -146,7 +146,7 @@ fn listed_bases<'t>(t: &mut Tags<'t>, owner: Node<'t>, list_holder: Node<'t>, sr
 }
 
 fn visit<'t>(t: &mut Tags<'t>, n: Node<'t>, kind: &str, src: &str) {
-    let name = || n.child_by_field_name("name");
+    let name = || n.field("name");
     match kind {
         "class_declaration"
         | "record_declaration"
@@ -160,14 +160,14 @@ fn visit<'t>(t: &mut Tags<'t>, n: Node<'t>, kind: &str, src: &str) {
             };
             t.def(n, name(), k, src);
             if kind == "class_declaration" {
-                if let Some(sup) = n.child_by_field_name("superclass").filter(|s| s.kind() == "superclass") {
+                if let Some(sup) = n.field("superclass").filter(|s| s.kind() == "superclass") {
                     for b in named(sup) {
                         t.base(n, b, src);
                     }
                 }
             }
             if matches!(kind, "class_declaration" | "enum_declaration" | "record_declaration") {
-                if let Some(si) = n.child_by_field_name("interfaces").filter(|s| s.kind() == "super_interfaces") {
+                if let Some(si) = n.field("interfaces").filter(|s| s.kind() == "super_interfaces") {
                     listed_bases(t, n, si, src);
                 }
             }
@@ -181,7 +181,7 @@ fn visit<'t>(t: &mut Tags<'t>, n: Node<'t>, kind: &str, src: &str) {
             t.def(n, name(), Kind::Method, src)
         }
         "field_declaration" | "constant_declaration" => {
-            let ty = n.child_by_field_name("type");
+            let ty = n.field("type");
             for d in field_children(n, "declarator") {
                 if let Some(nm) = declarator_name(d) {
                     t.def(d, Some(nm), Kind::Field, src);
@@ -193,15 +193,15 @@ fn visit<'t>(t: &mut Tags<'t>, n: Node<'t>, kind: &str, src: &str) {
         }
         "method_invocation" => {
             let Some(nm) = name().filter(|x| x.kind() == "identifier") else { return };
-            let Some(args) = n.child_by_field_name("arguments").filter(|a| a.kind() == "argument_list") else {
+            let Some(args) = n.field("arguments").filter(|a| a.kind() == "argument_list") else {
                 return;
             };
-            let recv = n.child_by_field_name("object").map(|r| super::receiver_text(r, src)).unwrap_or_default();
+            let recv = n.field("object").map(|r| super::receiver_text(r, src)).unwrap_or_default();
             t.calls.push((n, text(nm, src).to_string(), recv, super::count_args(args), false, line_of(nm)));
         }
         "object_creation_expression" => {
-            let Some(ty) = n.child_by_field_name("type").filter(|x| x.is_named()) else { return };
-            let Some(args) = n.child_by_field_name("arguments").filter(|a| a.kind() == "argument_list") else {
+            let Some(ty) = n.field("type").filter(|x| x.is_named()) else { return };
+            let Some(args) = n.field("arguments").filter(|a| a.kind() == "argument_list") else {
                 return;
             };
             t.calls.push((n, strip_generics(text(ty, src)), String::new(), super::count_args(args), true, line_of(n)));
@@ -211,13 +211,13 @@ fn visit<'t>(t: &mut Tags<'t>, n: Node<'t>, kind: &str, src: &str) {
         "package_declaration" if t.package.is_none_or(|p| p.start_byte() < n.start_byte()) => t.package = Some(n),
         "formal_parameter" | "enhanced_for_statement" => {
             if let (Some(ty), Some(nm)) =
-                (n.child_by_field_name("type").filter(|x| x.is_named()), name().filter(|x| x.kind() == "identifier"))
+                (n.field("type").filter(|x| x.is_named()), name().filter(|x| x.kind() == "identifier"))
             {
                 t.vars.push((ty, nm));
             }
         }
         "local_variable_declaration" => {
-            if let Some(ty) = n.child_by_field_name("type").filter(|x| x.is_named()) {
+            if let Some(ty) = n.field("type").filter(|x| x.is_named()) {
                 for d in field_children(n, "declarator") {
                     if let Some(nm) = declarator_name(d) {
                         t.vars.push((ty, nm));

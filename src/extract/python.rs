@@ -2,7 +2,7 @@
 
 use tree_sitter::Node;
 
-use super::{line_of, text, truncate, Import, ImportKind, Kind, KindTable, Tags};
+use super::{line_of, text, truncate, Field, Import, ImportKind, Kind, KindTable, Tags};
 
 /// `pkg/sub/mod.py` -> `pkg.sub.mod`; `pkg/__init__.py` -> `pkg`.
 pub(crate) fn module_name(rel: &str) -> String {
@@ -13,7 +13,7 @@ pub(crate) fn module_name(rel: &str) -> String {
 
 /// The docstring of a class or function: the first statement of its body, if a string.
 pub(crate) fn doc(def: Node, src: &str) -> String {
-    match def.child_by_field_name("body") {
+    match def.field("body") {
         Some(body) => first_string(body, src),
         None => String::new(),
     }
@@ -65,7 +65,7 @@ pub(crate) fn imports(node: Node, src: &str, out: &mut Vec<Import>) {
             }
         }
         "import_from_statement" => {
-            let Some(m) = node.child_by_field_name("module_name") else { return };
+            let Some(m) = node.field("module_name") else { return };
             let module: String = text(m, src).chars().filter(|c| !c.is_whitespace()).collect();
             let mut any = false;
             for n in node.children_by_field_name("name", &mut c) {
@@ -99,8 +99,8 @@ pub(crate) fn imports(node: Node, src: &str, out: &mut Vec<Import>) {
 /// `a.b` or `a.b as c`: the dotted name and the alias (empty when none).
 fn name_and_alias(n: Node, src: &str) -> (String, String) {
     if n.kind() == "aliased_import" {
-        let name = n.child_by_field_name("name").map(|x| text(x, src)).unwrap_or("");
-        let alias = n.child_by_field_name("alias").map(|x| text(x, src)).unwrap_or("");
+        let name = n.field("name").map(|x| text(x, src)).unwrap_or("");
+        let alias = n.field("alias").map(|x| text(x, src)).unwrap_or("");
         (name.to_string(), alias.to_string())
     } else {
         (text(n, src).to_string(), String::new())
@@ -140,9 +140,9 @@ const MATCHED: [&str; 13] = [
 fn visit<'t>(t: &mut Tags<'t>, n: Node<'t>, kind: &str, src: &str) {
     match kind {
         "class_definition" => {
-            t.def(n, n.child_by_field_name("name"), Kind::Class, src);
+            t.def(n, n.field("name"), Kind::Class, src);
             // `superclasses: (argument_list [(identifier) (attribute) (call)] @base)`
-            if let Some(sup) = n.child_by_field_name("superclasses").filter(|s| s.kind() == "argument_list") {
+            if let Some(sup) = n.field("superclasses").filter(|s| s.kind() == "argument_list") {
                 let mut c = sup.walk();
                 for b in sup.named_children(&mut c) {
                     if matches!(b.kind(), "identifier" | "attribute" | "call") {
@@ -151,27 +151,26 @@ fn visit<'t>(t: &mut Tags<'t>, n: Node<'t>, kind: &str, src: &str) {
                 }
             }
             // `body: (block (expression_statement (assignment left: (identifier) @name)))`
-            if let Some(body) = n.child_by_field_name("body").filter(|b| b.kind() == "block") {
+            if let Some(body) = n.field("body").filter(|b| b.kind() == "block") {
                 let mut c = body.walk();
                 let stmts: Vec<Node<'t>> =
                     body.named_children(&mut c).filter(|s| s.kind() == "expression_statement").collect();
                 for st in stmts {
                     let mut c = st.walk();
                     for a in st.named_children(&mut c).filter(|a| a.kind() == "assignment") {
-                        t.def(a, a.child_by_field_name("left"), Kind::Field, src);
+                        t.def(a, a.field("left"), Kind::Field, src);
                     }
                 }
             }
         }
-        "function_definition" => t.def(n, n.child_by_field_name("name"), Kind::Function, src),
+        "function_definition" => t.def(n, n.field("name"), Kind::Function, src),
         "call" => {
-            let Some(args) = n.child_by_field_name("arguments").filter(|a| a.is_named()) else { return };
-            let Some(f) = n.child_by_field_name("function") else { return };
+            let Some(args) = n.field("arguments").filter(|a| a.is_named()) else { return };
+            let Some(f) = n.field("function") else { return };
             let (name, receiver) = match f.kind() {
                 "identifier" => (f, None),
                 "attribute" => {
-                    let (Some(o), Some(a)) = (f.child_by_field_name("object"), f.child_by_field_name("attribute"))
-                    else {
+                    let (Some(o), Some(a)) = (f.field("object"), f.field("attribute")) else {
                         return;
                     };
                     if !o.is_named() || a.kind() != "identifier" {
@@ -215,12 +214,12 @@ pub(crate) fn bindings<'t>(root: Node<'t>, src: &str, out: &mut Vec<RawBinding<'
         match kind {
             // `class Model(metaclass=ModelBase)`: the class's metaclass, as `@metaclass`.
             "class_definition" => {
-                if let Some(sup) = n.child_by_field_name("superclasses") {
+                if let Some(sup) = n.field("superclasses") {
                     let mut c = sup.walk();
                     for a in sup.named_children(&mut c) {
                         let is_meta = a.kind() == "keyword_argument"
-                            && a.child_by_field_name("name").is_some_and(|k| text(k, src) == "metaclass");
-                        let v = a.child_by_field_name("value").map(|v| value_of(v, src)).unwrap_or_default();
+                            && a.field("name").is_some_and(|k| text(k, src) == "metaclass");
+                        let v = a.field("value").map(|v| value_of(v, src)).unwrap_or_default();
                         if is_meta && v.starts_with("A:") {
                             out.push((a, "@metaclass".into(), v));
                         }
@@ -233,29 +232,29 @@ pub(crate) fn bindings<'t>(root: Node<'t>, src: &str, out: &mut Vec<RawBinding<'
                 }
             }
             "function_definition" => {
-                if let Some(ps) = n.child_by_field_name("parameters") {
+                if let Some(ps) = n.field("parameters") {
                     parameters(ps, src, out);
                 }
-                if let (Some(i), Some(b)) = (wraps_parameter(n, src), n.child_by_field_name("body")) {
+                if let (Some(i), Some(b)) = (wraps_parameter(n, src), n.field("body")) {
                     out.push((b, "@wraps".into(), format!("P:{i}")));
                 }
-                if let Some(r) = n.child_by_field_name("return_type") {
+                if let Some(r) = n.field("return_type") {
                     out.push((r, "->".into(), annotation(r, src).map(|t| format!("T:{t}")).unwrap_or_default()));
                 } else if let Some(t) = rtype(&doc(n, src)) {
-                    if let Some(b) = n.child_by_field_name("body") {
+                    if let Some(b) = n.field("body") {
                         out.push((b, "->".into(), format!("T:{t}")));
                     }
                 }
             }
             "assignment" => {
-                let ty = n.child_by_field_name("type").and_then(|t| annotation(t, src)).map(|t| format!("T:{t}"));
-                let mut right = n.child_by_field_name("right");
+                let ty = n.field("type").and_then(|t| annotation(t, src)).map(|t| format!("T:{t}"));
+                let mut right = n.field("right");
                 // `a = b = X()`: every target holds the last value.
                 while let Some(r) = right.filter(|r| r.kind() == "assignment") {
-                    right = r.child_by_field_name("right");
+                    right = r.field("right");
                 }
                 let value = ty.unwrap_or_else(|| right.map(|r| value_of(r, src)).unwrap_or_default());
-                if let Some(l) = n.child_by_field_name("left") {
+                if let Some(l) = n.field("left") {
                     targets(l, src, &value, out);
                     // `x = factory(f, ...)`: the first arguments that are names, as
                     // `x#0`, `x#1` (what a factory's `@wraps(param)` wrapper stands for).
@@ -282,23 +281,23 @@ pub(crate) fn bindings<'t>(root: Node<'t>, src: &str, out: &mut Vec<RawBinding<'
                 }
             }
             "augmented_assignment" => {
-                if let Some(l) = n.child_by_field_name("left") {
+                if let Some(l) = n.field("left") {
                     targets(l, src, "", out);
                 }
             }
             "named_expression" => {
-                if let Some(l) = n.child_by_field_name("name") {
-                    let v = n.child_by_field_name("value").map(|r| value_of(r, src)).unwrap_or_default();
+                if let Some(l) = n.field("name") {
+                    let v = n.field("value").map(|r| value_of(r, src)).unwrap_or_default();
                     targets(l, src, &v, out);
                 }
             }
             "for_statement" | "for_in_clause" => {
-                if let Some(l) = n.child_by_field_name("left") {
+                if let Some(l) = n.field("left") {
                     targets(l, src, "", out);
                 }
             }
             "as_pattern" => {
-                if let Some(a) = n.child_by_field_name("alias") {
+                if let Some(a) = n.field("alias") {
                     // `with Cls(...) as x`: x is taken to be the instance (`__enter__`
                     // returning self, as sessions, files and locks do).
                     let in_with = n.parent().is_some_and(|p| p.kind() == "with_item");
@@ -310,7 +309,7 @@ pub(crate) fn bindings<'t>(root: Node<'t>, src: &str, out: &mut Vec<RawBinding<'
                 }
             }
             "except_clause" => {
-                if let Some(a) = n.child_by_field_name("alias") {
+                if let Some(a) = n.field("alias") {
                     targets(a, src, "", out);
                 }
             }
@@ -374,7 +373,7 @@ fn method_class(def: Node) -> Option<Node> {
 
 /// The names of a `def`'s first parameters (plain or annotated), up to the first other kind.
 fn param_names(def: Node, src: &str) -> Vec<String> {
-    let Some(ps) = def.child_by_field_name("parameters") else { return Vec::new() };
+    let Some(ps) = def.field("parameters") else { return Vec::new() };
     let mut c = ps.walk();
     let mut out = Vec::new();
     for p in ps.named_children(&mut c) {
@@ -407,7 +406,7 @@ struct SetterCall<'t> {
 
 /// A call's arguments, comments left out.
 fn call_args(call: Node) -> Option<Vec<Node>> {
-    let args = call.child_by_field_name("arguments")?;
+    let args = call.field("arguments")?;
     let mut c = args.walk();
     Some(args.named_children(&mut c).filter(|a| a.kind() != "comment").collect())
 }
@@ -445,7 +444,7 @@ fn set_attr_call<'t>(
     setter_calls: &mut Vec<SetterCall<'t>>,
     setters: &mut std::collections::HashSet<(usize, String)>,
 ) {
-    let Some(f) = call.child_by_field_name("function") else { return };
+    let Some(f) = call.field("function") else { return };
     match f.kind() {
         "identifier" if text(f, src) == "setattr" => {
             let Some(class) = method_class(def) else { return };
@@ -463,24 +462,22 @@ fn set_attr_call<'t>(
                 && params.len() >= 3
                 && args.iter().zip(&params).all(|(a, p)| a.kind() == "identifier" && text(*a, src) == p)
             {
-                if let Some(name) = def.child_by_field_name("name") {
+                if let Some(name) = def.field("name") {
                     setters.insert((class.id(), text(name, src).to_string()));
                 }
             }
         }
         "attribute" => {
-            let obj = f.child_by_field_name("object");
+            let obj = f.field("object");
             let Some(o) = obj.filter(|o| o.kind() == "identifier") else { return };
             // Most calls in a method are `self.m(...)` without a literal first: a look at
             // the first argument before anything is collected.
-            let first_is_literal = call
-                .child_by_field_name("arguments")
-                .and_then(|a| a.named_child(0))
-                .is_some_and(|a| a.kind() == "string");
+            let first_is_literal =
+                call.field("arguments").and_then(|a| a.named_child(0)).is_some_and(|a| a.kind() == "string");
             if !first_is_literal || param_names(def, src).first().map(String::as_str) != Some(text(o, src)) {
                 return;
             }
-            let (Some(class), Some(m)) = (method_class(def), f.child_by_field_name("attribute")) else { return };
+            let (Some(class), Some(m)) = (method_class(def), f.field("attribute")) else { return };
             let Some((attr, value)) = call_args(call).and_then(|a| literal_and_value(&a, 0, src)) else { return };
             setter_calls.push(SetterCall { class: class.id(), call, method: text(m, src).to_string(), attr, value });
         }
@@ -496,10 +493,10 @@ fn parameters<'t>(ps: Node<'t>, src: &str, out: &mut Vec<RawBinding<'t>>) {
             "typed_parameter" => {
                 let mut c2 = p.walk();
                 let n = p.named_children(&mut c2).find(|x| x.kind() != "type");
-                (n, p.child_by_field_name("type"))
+                (n, p.field("type"))
             }
-            "default_parameter" => (p.child_by_field_name("name"), None),
-            "typed_default_parameter" => (p.child_by_field_name("name"), p.child_by_field_name("type")),
+            "default_parameter" => (p.field("name"), None),
+            "typed_default_parameter" => (p.field("name"), p.field("type")),
             "list_splat_pattern" | "dictionary_splat_pattern" => (p.named_child(0), None),
             _ => (None, None),
         };
@@ -525,8 +522,8 @@ fn targets<'t>(t: Node<'t>, src: &str, value: &str, out: &mut Vec<RawBinding<'t>
     match t.kind() {
         "identifier" => out.push((t, text(t, src).to_string(), value.to_string())),
         "attribute" => {
-            let obj = t.child_by_field_name("object");
-            let attr = t.child_by_field_name("attribute");
+            let obj = t.field("object");
+            let attr = t.field("attribute");
             if let (Some(o), Some(a)) = (obj, attr) {
                 // `cls.x = ...` in a classmethod binds the same attribute.
                 if o.kind() == "identifier" && matches!(text(o, src), "self" | "cls") {
@@ -556,7 +553,7 @@ fn targets<'t>(t: Node<'t>, src: &str, value: &str, out: &mut Vec<RawBinding<'t>
 /// The positional arguments among a call's first three that are names or dotted paths,
 /// with their positions.
 fn positional_paths(call: Node, src: &str) -> Vec<(usize, String)> {
-    let Some(args) = call.child_by_field_name("arguments") else { return Vec::new() };
+    let Some(args) = call.field("arguments") else { return Vec::new() };
     let mut out = Vec::new();
     let mut c = args.walk();
     for (i, a) in args.named_children(&mut c).take_while(|a| a.kind() != "keyword_argument").take(3).enumerate() {
@@ -578,24 +575,24 @@ fn wraps_parameter(def: Node, src: &str) -> Option<usize> {
     let mut c = dd.walk();
     let wrapped = dd.named_children(&mut c).filter(|d| d.kind() == "decorator").find_map(|d| {
         let call = d.named_child(0).filter(|x| x.kind() == "call")?;
-        let f = call.child_by_field_name("function")?;
+        let f = call.field("function")?;
         if !matches!(compact(f, src).as_str(), "wraps" | "functools.wraps") {
             return None;
         }
-        let first = call.child_by_field_name("arguments")?.named_child(0).filter(|a| a.kind() == "identifier")?;
+        let first = call.field("arguments")?.named_child(0).filter(|a| a.kind() == "identifier")?;
         Some(text(first, src).to_string())
     })?;
     let mut up = dd.parent();
     while let Some(p) = up {
         if p.kind() == "function_definition" {
-            let ps = p.child_by_field_name("parameters")?;
+            let ps = p.field("parameters")?;
             let mut c2 = ps.walk();
             let names: Vec<&str> = ps
                 .named_children(&mut c2)
                 .map(|x| {
                     let name = match x.kind() {
                         "identifier" => Some(x),
-                        "default_parameter" | "typed_default_parameter" => x.child_by_field_name("name"),
+                        "default_parameter" | "typed_default_parameter" => x.field("name"),
                         "typed_parameter" => x.named_child(0),
                         _ => None,
                     };
@@ -615,14 +612,14 @@ fn wraps_parameter(def: Node, src: &str) -> Option<usize> {
 /// path, `A:<path>` for a name or dotted path, else nothing.
 fn value_of(r: Node, src: &str) -> String {
     match r.kind() {
-        "call" => match r.child_by_field_name("function") {
+        "call" => match r.field("function") {
             Some(f) if is_path(f) => format!("C:{}", compact(f, src)),
             _ => String::new(),
         },
         "identifier" | "attribute" if is_path(r) => format!("A:{}", compact(r, src)),
         "parenthesized_expression" => r.named_child(0).map(|x| value_of(x, src)).unwrap_or_default(),
         // `a or Cls()`: the fallback's value is the one known.
-        "boolean_operator" => r.child_by_field_name("right").map(|x| value_of(x, src)).unwrap_or_default(),
+        "boolean_operator" => r.field("right").map(|x| value_of(x, src)).unwrap_or_default(),
         _ => String::new(),
     }
 }
@@ -631,7 +628,7 @@ fn value_of(r: Node, src: &str) -> String {
 fn is_path(n: Node) -> bool {
     match n.kind() {
         "identifier" => true,
-        "attribute" => n.child_by_field_name("object").is_some_and(is_path),
+        "attribute" => n.field("object").is_some_and(is_path),
         _ => false,
     }
 }

@@ -2,7 +2,7 @@
 
 use tree_sitter::Node;
 
-use super::{line_of, text, Import, ImportKind};
+use super::{line_of, text, Field, Import, ImportKind};
 
 /// `src/a/b.ts` -> `src/a/b`; `src/a/index.ts` keeps its name (`src/a/index`).
 pub(crate) fn module_name(rel: &str) -> String {
@@ -32,7 +32,7 @@ fn push(out: &mut Vec<Import>, line: u32, module: &str, name: &str, alias: &str,
 /// The bindings of an `import` statement or an `export ... from` re-export.
 pub(crate) fn imports(node: Node, src: &str, out: &mut Vec<Import>) {
     let line = line_of(node);
-    let Some(source) = node.child_by_field_name("source") else { return };
+    let Some(source) = node.field("source") else { return };
     let module = string_value(source, src);
     let mut c = node.walk();
     match node.kind() {
@@ -51,9 +51,8 @@ pub(crate) fn imports(node: Node, src: &str, out: &mut Vec<Import>) {
                         "named_imports" => {
                             let mut c3 = part.walk();
                             for spec in part.named_children(&mut c3).filter(|n| n.kind() == "import_specifier") {
-                                let name =
-                                    spec.child_by_field_name("name").map(|n| string_value(n, src)).unwrap_or_default();
-                                let alias = spec.child_by_field_name("alias").map(|n| text(n, src)).unwrap_or("");
+                                let name = spec.field("name").map(|n| string_value(n, src)).unwrap_or_default();
+                                let alias = spec.field("alias").map(|n| text(n, src)).unwrap_or("");
                                 push(out, line, &module, &name, alias, ImportKind::Name);
                             }
                         }
@@ -74,10 +73,8 @@ pub(crate) fn imports(node: Node, src: &str, out: &mut Vec<Import>) {
                         any = true;
                         let mut c2 = part.walk();
                         for spec in part.named_children(&mut c2).filter(|n| n.kind() == "export_specifier") {
-                            let name =
-                                spec.child_by_field_name("name").map(|n| string_value(n, src)).unwrap_or_default();
-                            let alias =
-                                spec.child_by_field_name("alias").map(|n| string_value(n, src)).unwrap_or_default();
+                            let name = spec.field("name").map(|n| string_value(n, src)).unwrap_or_default();
+                            let alias = spec.field("alias").map(|n| string_value(n, src)).unwrap_or_default();
                             push(out, line, &module, &name, &alias, ImportKind::ReExport);
                         }
                     }
