@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Where the index time goes, by perf: profiles `reproagent index --full` and a one-file
 # incremental `reproagent index` on a copy of a corpus from benches/data/ and prints the
-# inclusive share of the main steps (parse, extract queries, resolve, diff, Cozo/SQLite
-# writes, the keyword index).
+# share of the main steps (parse, extraction, resolve, graph write, keyword index, ...),
+# each sample counted once, and the share of each thread.
 #
 #   benches/profile.sh django [path-to-touch]
 #
 # Needs perf (linux-perf). Builds the release CLI. The copy goes to a temp dir.
 # PERF_FREQ / PERF_FREQ_INCR: sampling rates (default 499 / 999 Hz; lower them for the
-# TypeScript corpus, whose dwarf call-graph data is otherwise several GB).
+# TypeScript corpus, whose dwarf call-graph data is otherwise several GB). PROFILE_TOP=STEP
+# also lists that step's leaf functions.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -32,15 +33,9 @@ trap 'rm -rf "$tmp"' EXIT
 cp -r "$src" "$tmp/$corpus"
 root="$tmp/$corpus"
 
-# Inclusive ("children") share of the symbols that name a step, each once.
+# Each sample in one step (benches/profile_steps.py), so the shares add up to 100%.
 steps() {
-    perf report -i "$1" --children --sort symbol -g none --percent-limit 1.5 --stdio 2>/dev/null \
-        | grep -E '%' | grep -v '^#' \
-        | grep -vE ' (reproagent::main|reproagent::cli::main|reproagent::cli::index::run)( |$)' \
-        | grep -E 'reproagent::|cozo::.*(backup_db|import_relations|batch_put|commit)|tantivy::.*(IndexWriter|commit|add_document)|ts_parser_parse_with_options|ts_query_cursor_next|sqlite3_step|malloc_consolidate|_int_free' \
-        | awk '{ sym = ""; for (i = 4; i <= NF; i++) { if ($i == "-") break; sym = sym (sym == "" ? "" : " ") $i }
-                 if (!(sym in seen)) { seen[sym] = 1; printf "%8s  %s\n", $1, sym } }' \
-        | head -40
+    perf script -i "$1" -F comm,tid,ip,sym 2>/dev/null | python3 "$here/profile_steps.py" ${PROFILE_TOP:+--top "$PROFILE_TOP"}
 }
 
 echo "== $corpus: full index (perf, dwarf call graphs)"
