@@ -288,9 +288,14 @@ impl Case {
 }
 
 /// Unpack a tar stream into `dest`; with `strip`, drop a single top-level directory.
+/// The staging dir beside `dest` is registered for an interrupt, and the writes hold the
+/// fill gate: an interrupt waits for the unpack, then deletes both (before, it deleted
+/// `dest` and left the staging dir behind, or `create_dir_all(dest)` brought `dest` back).
 fn unpack(reader: impl Read, dest: &Path, strip: bool) -> std::io::Result<()> {
     let mut archive = tar::Archive::new(reader);
     let staging = tempfile::tempdir_in(dest.parent().unwrap_or(Path::new("/tmp")))?;
+    let _interrupt = crate::sandbox::interrupt::register_dir(staging.path());
+    let _fill = crate::sandbox::interrupt::filling();
     archive.set_preserve_permissions(true);
     archive.unpack(staging.path())?;
     let entries: Vec<_> = std::fs::read_dir(staging.path())?.collect::<Result<_, _>>()?;
@@ -341,6 +346,8 @@ pub fn apply_patch(root: &Path, patch: &str, check: bool) -> Result<(), String> 
     }
     // Keep git from treating an enclosing repository as the root it applies to.
     let ceiling = root.parent().unwrap_or(root);
+    // The patch's writes hold the fill gate: an interrupt deletes the tree before or after.
+    let _fill = crate::sandbox::interrupt::filling();
     let mut child = cmd
         .arg("-")
         .current_dir(root)

@@ -75,6 +75,9 @@ impl Candidate {
         if let Some(p) = &self.patch {
             apply_patch(root, p, false).map_err(|e| format!("the candidate's patch does not apply: {e}"))?;
         }
+        // Under the fill gate: `create_dir_all` after an interrupt deleted the tree would
+        // bring it back.
+        let _fill = crate::sandbox::interrupt::filling();
         for (path, content) in &self.files {
             if crate::sandbox::check_rel(path).is_err() {
                 return Err(format!("the candidate writes {path:?}, outside the repository"));

@@ -559,3 +559,53 @@ fn cli_bench_runs_the_pipeline_with_its_flags_and_reports_the_probe_against_the_
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("takes none of the pipeline's flags"), "{err}");
 }
+
+/// Ctrl-C while a case's repository (a tar archive) is being unpacked: the handler waits
+/// for the unpack, then deletes the case's tree and the staging dir beside it. Before,
+/// the staging dir was not registered and stayed in the temp dir.
+#[test]
+fn an_interrupt_while_a_case_unpacks_leaves_nothing_in_the_temp_dir() {
+    let cases = tempfile::tempdir().unwrap();
+    let case = cases.path().join("big");
+    write_case(&case, "py-median-even", |d, v| {
+        v["id"] = json!("big");
+        v["repo"] = json!("repo.tar");
+        // The fixture's repository and 10,000 small files: an unpack that takes a while.
+        let mut tar = tar::Builder::new(std::fs::File::create(d.join("repo.tar")).unwrap());
+        tar.append_dir_all("repo", d.join("repo")).unwrap();
+        for i in 0..10_000 {
+            let body = format!("X = {i}\n");
+            let mut h = tar::Header::new_gnu();
+            h.set_size(body.len() as u64);
+            h.set_mode(0o644);
+            h.set_cksum();
+            tar.append_data(&mut h, format!("repo/data/d{}/m{i}.py", i % 100), body.as_bytes()).unwrap();
+        }
+        tar.finish().unwrap();
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_reproagent"))
+        .args(["bench", "localize"])
+        .arg(cases.path())
+        .env("TMPDIR", tmp.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let entries = || -> Vec<String> {
+        std::fs::read_dir(tmp.path())
+            .map(|r| r.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .unwrap_or_default()
+    };
+    // The staging dir: the one entry beside the case's tree (`reproagent-loc-*`).
+    let started = std::time::Instant::now();
+    while !entries().iter().any(|n| !n.starts_with("reproagent-loc-")) {
+        assert!(started.elapsed() < Duration::from_secs(60), "no staging dir appeared: {:?}", entries());
+        assert!(child.try_wait().unwrap().is_none(), "the bench ended before the unpack was seen");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    assert_eq!(entries(), Vec::<String>::new(), "left in the temp dir after the interrupt");
+}
