@@ -4,6 +4,8 @@
 # Idempotent: run it again and it reuses what is there and up to date.
 #
 #   benches/devset/build.sh [MIRRORS [OUT]] [--bin REPROAGENT] [--only ID ...] [-j N]
+#   benches/devset/build.sh [MIRRORS [OUT]] --localize-only   # clones and OUT/cases-localize
+#                                                             # for `bench localize`; no root
 #
 # MIRRORS (default $DEVSET_MIRRORS or /work/.mirror): fetched git directories, owner+name/repo.
 # OUT     (default $DEVSET_OUT or /work/devset): repos/, envsrc/, venvs/, logs/, verify.json,

@@ -292,7 +292,7 @@ def pytest_ids(inst, clone):
 
 def netcut(cmd):
     """The command in a network namespace of its own, with only loopback up."""
-    if os.geteuid() != 0:
+    if os.geteuid() != 0 and not a.localize_only:
         die("cutting the network needs root (unshare --net)", "run build.sh as root")
     return ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "netcut", *cmd]
 
@@ -415,8 +415,6 @@ def import_cases(insts, results, a):
     binary), then copy to OUT/cases-env with `tests.python` and `tests.timeout_secs`."""
     cases = a.out / "cases"
     cases_env = a.out / "cases-env"
-    single = a.out / "instances"
-    single.mkdir(parents=True, exist_ok=True)
     cases.mkdir(parents=True, exist_ok=True)
     imported = []
     for inst in insts:
@@ -426,19 +424,12 @@ def import_cases(insts, results, a):
             shutil.rmtree(cases / iid, ignore_errors=True)
             shutil.rmtree(cases_env / iid, ignore_errors=True)
             continue
-        f = single / f"{iid}.json"
-        f.write_text(json.dumps([inst], indent=1))
-        tmp = a.out / "import-tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        rc, out = run([str(a.bin), "bench", "import", str(f), "--checkout", str(a.out / "repos" / iid), "--out", str(tmp)], check=False)
-        if rc != 0 or not (tmp / iid / "case.json").exists():
+        err = import_one(inst, a, cases)
+        if err:
             r["imported"] = False
-            r["import_error"] = out.strip().splitlines()[-1] if out.strip() else f"exit {rc}"
-            log(f"import {iid}: FAILED: {r['import_error']}")
+            r["import_error"] = err
+            log(f"import {iid}: FAILED: {err}")
             continue
-        shutil.rmtree(cases / iid, ignore_errors=True)
-        shutil.move(str(tmp / iid), str(cases / iid))
-        shutil.rmtree(tmp, ignore_errors=True)
         r["imported"] = True
         imported.append(iid)
         case = json.loads((cases / iid / "case.json").read_text())
@@ -455,6 +446,39 @@ def import_cases(insts, results, a):
     return imported
 
 
+def import_one(inst, a, cases):
+    """`reproagent bench import` of one instance against its clone, into cases/ID.
+    Returns the error, or None."""
+    iid = inst["instance_id"]
+    single = a.out / "instances"
+    single.mkdir(parents=True, exist_ok=True)
+    f = single / f"{iid}.json"
+    f.write_text(json.dumps([inst], indent=1))
+    tmp = a.out / "import-tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    rc, out = run([str(a.bin), "bench", "import", str(f), "--checkout", str(a.out / "repos" / iid), "--out", str(tmp)], check=False)
+    if rc != 0 or not (tmp / iid / "case.json").exists():
+        shutil.rmtree(tmp, ignore_errors=True)
+        return out.strip().splitlines()[-1] if out.strip() else f"exit {rc}"
+    shutil.rmtree(cases / iid, ignore_errors=True)
+    shutil.move(str(tmp / iid), str(cases / iid))
+    shutil.rmtree(tmp, ignore_errors=True)
+    return None
+
+
+def import_for_localize(insts, a):
+    """Every instance's case, checked or not, into OUT/cases-localize: what
+    `reproagent bench localize` needs (the issue, the gold patch, the tree)."""
+    cases = a.out / "cases-localize"
+    cases.mkdir(parents=True, exist_ok=True)
+    n = 0
+    for inst in insts:
+        err = import_one(inst, a, cases)
+        log(f"import {inst['instance_id']}: " + (f"FAILED: {err}" if err else "ok"))
+        n += err is None
+    return n
+
+
 def build(argv):
     ap = argparse.ArgumentParser(prog="build.sh", description="Build the dev set: clones, virtualenvs, checks, cases.")
     ap.add_argument("--mirrors", type=Path, default=Path(os.environ.get("DEVSET_MIRRORS", "/work/.mirror")))
@@ -467,6 +491,11 @@ def build(argv):
     ap.add_argument("--case-timeout", type=int, default=600, help="tests.timeout_secs written into each case")
     ap.add_argument("--only", nargs="*", default=None, help="only these instance ids")
     ap.add_argument("--skip-import", action="store_true", help="stop after the checks")
+    ap.add_argument(
+        "--localize-only",
+        action="store_true",
+        help="clones and cases for `reproagent bench localize` only, in OUT/cases-localize: no virtualenvs, no checks, no root",
+    )
     a = ap.parse_args(argv)
     a.out = a.out.resolve()
     a.mirrors = a.mirrors.resolve()
@@ -489,6 +518,11 @@ def build(argv):
             die(f"no fetched git directory for {inst['repo']} under {a.mirrors}", f"fetch github:{inst['repo']}")
         ensure_clone(mirror, a.out / "repos" / inst["instance_id"], inst["base_commit"])
     log(f"step 1/4 clones: {len(insts)} at their base commits under {a.out}/repos")
+    if a.localize_only:
+        n = import_for_localize(insts, a)
+        log(f"cases for localization: {n} of {len(insts)} in {a.out}/cases-localize "
+            f"(then: {a.bin} bench localize {a.out}/cases-localize)")
+        return
 
     # 2. environments
     by_env = {}
