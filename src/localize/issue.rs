@@ -40,6 +40,9 @@ pub struct IssueFacts {
     pub code_blocks: Vec<(String, String)>,
     /// The text without code blocks: the prose BM25 reads.
     pub prose: String,
+    /// The whole text's words in the order written, code blocks in place, without frame
+    /// lines and path tokens.
+    pub words: String,
 }
 
 const SOURCE_EXTS: [&str; 9] = ["py", "ts", "tsx", "js", "jsx", "mjs", "cjs", "java", "pyi"];
@@ -49,6 +52,7 @@ pub fn read(text: &str) -> IssueFacts {
     let mut f = IssueFacts::default();
     let (prose, blocks) = split_code_blocks(text);
     f.code_blocks = blocks;
+    f.words = prose_words(text);
     f.title =
         text.lines().map(|l| l.trim().trim_start_matches('#').trim()).find(|l| !l.is_empty()).unwrap_or("").to_string();
     // Frames and exceptions anywhere (tracebacks are often pasted without fences).
@@ -127,12 +131,18 @@ pub fn keyword_text(f: &IssueFacts) -> String {
 
 /// The whole issue's words, code blocks included (a command or an output names what
 /// it is about as much as the prose), without frame lines and path tokens: the query
-/// for BM25 over whole files.
+/// for BM25 over whole files. In the order written: the search keeps a query's first
+/// distinct words ([`crate::search::MAX_QUERY_WORDS`]), and code blocks put after the
+/// prose were cut from every issue with that much prose (flask-5063's `$ flask routes`).
 pub fn file_keyword_text(f: &IssueFacts) -> String {
-    let mut q = keyword_text(f);
-    for (_, body) in &f.code_blocks {
+    let mut q = f.title.clone();
+    q.push(' ');
+    q.push_str(&f.words);
+    for e in &f.exceptions {
         q.push(' ');
-        q.push_str(&prose_words(body));
+        q.push_str(&e.kind);
+        q.push(' ');
+        q.push_str(&e.message);
     }
     q
 }
@@ -450,6 +460,19 @@ fn exception_line(line: &str) -> Option<Exception> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_file_query_keeps_a_code_block_where_the_issue_puts_it() {
+        // flask-5063's shape: prose with more distinct words than a query searches, and a
+        // command in a code block in the middle. Appended after the prose, the block's
+        // words were past the cut.
+        let prose: String = (0..80).map(|i| format!("word{i} ")).collect();
+        let issue = format!("Routes by subdomain\n\nWhen checking:\n\n```\n$ flask routes\n```\n\n{prose}\n");
+        let (words, cut) = crate::search::query_words(&file_keyword_text(&read(&issue)));
+        assert!(cut.is_some(), "the query is over the bound, as in the real issue");
+        assert!(words.iter().any(|w| w == "flask"), "{words:?}");
+        assert!(!words.iter().any(|w| w == "word79"), "{words:?}");
+    }
 
     #[test]
     fn reads_a_python_traceback() {
