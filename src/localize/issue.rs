@@ -52,7 +52,9 @@ pub fn read(text: &str) -> IssueFacts {
     let mut f = IssueFacts::default();
     let (prose, blocks) = split_code_blocks(text);
     f.code_blocks = blocks;
-    f.words = prose_words(text);
+    // Without the fence lines (a block's language tag is not the issue's word).
+    let unfenced: Vec<&str> = text.lines().filter(|l| !is_fence(l.trim_start())).collect();
+    f.words = prose_words(&unfenced.join("\n"));
     f.title =
         text.lines().map(|l| l.trim().trim_start_matches('#').trim()).find(|l| !l.is_empty()).unwrap_or("").to_string();
     // Frames and exceptions anywhere (tracebacks are often pasted without fences).
@@ -172,6 +174,11 @@ fn has_inner_upper(w: &str) -> bool {
     chars.any(|c| c.is_uppercase()) && w.chars().any(|c| c.is_lowercase())
 }
 
+/// A Markdown fence line (its start trimmed): ``` or ~~~, with or without a language.
+fn is_fence(t: &str) -> bool {
+    t.starts_with("```") || t.starts_with("~~~")
+}
+
 /// Split Markdown into prose and fenced code blocks.
 fn split_code_blocks(text: &str) -> (String, Vec<(String, String)>) {
     let mut prose = String::new();
@@ -179,7 +186,7 @@ fn split_code_blocks(text: &str) -> (String, Vec<(String, String)>) {
     let mut in_block: Option<(String, String)> = None;
     for line in text.lines() {
         let t = line.trim_start();
-        if t.starts_with("```") || t.starts_with("~~~") {
+        if is_fence(t) {
             match in_block.take() {
                 Some(b) => blocks.push(b),
                 None => in_block = Some((t.trim_start_matches(['`', '~']).trim().to_string(), String::new())),
