@@ -660,7 +660,11 @@ fn build_facts(
     // one that finds the bindings: one pass over the tree instead of two);
     // `walk_finds_what_the_query_finds` holds each walk to its query, which stays the
     // specification. An overridden query runs.
-    let by_walk = lang != Lang::TypeScript && !by_query && c.is_none_or(|c| c.builtin);
+    // No query (`c` is None): the caller chose the walk, compiling nothing.
+    let by_walk = match c {
+        None => true,
+        Some(c) => lang != Lang::TypeScript && !by_query && c.builtin,
+    };
     let mut tags = Tags::default();
     match lang {
         Lang::Python => python::bindings(root, src, &mut raw_vars, by_walk.then_some(&mut tags)),

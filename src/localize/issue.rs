@@ -474,11 +474,13 @@ mod tests {
         // command in a code block in the middle. Appended after the prose, the block's
         // words were past the cut.
         let prose: String = (0..80).map(|i| format!("word{i} ")).collect();
-        let issue = format!("Routes by subdomain\n\nWhen checking:\n\n```\n$ flask routes\n```\n\n{prose}\n");
+        let issue = format!("Routes by subdomain\n\nWhen checking:\n\n```shell\n$ flask routes\n```\n\n{prose}\n");
         let (words, cut) = crate::search::query_words(&file_keyword_text(&read(&issue)));
         assert!(cut.is_some(), "the query is over the bound, as in the real issue");
         assert!(words.iter().any(|w| w == "flask"), "{words:?}");
         assert!(!words.iter().any(|w| w == "word79"), "{words:?}");
+        // The fence's language tag is not one of the issue's words.
+        assert!(!words.iter().any(|w| w == "shell"), "{words:?}");
     }
 
     #[test]

@@ -230,7 +230,6 @@ fn damage(path: &Path, e: &cozo::Error) -> Option<StoreError> {
     Some(StoreError::Damaged { path: path.to_path_buf(), why: crate::extract::truncate(why.to_string(), 200) })
 }
 
-/// Run `f`, turning a panic inside the engine (a damaged file it reads) into `Damaged`.
 /// A read row's values as [`Rows`] holds them: owned text, an integer, optional text.
 fn st(v: &DataValue) -> rows::Text<'static> {
     v.get_str().unwrap_or_default().to_string().into()
@@ -244,6 +243,7 @@ fn ost(v: &DataValue) -> Option<rows::Text<'static>> {
     v.get_str().map(|s| rows::Text::Owned(s.to_string()))
 }
 
+/// Run `f`, turning a panic inside the engine (a damaged file it reads) into `Damaged`.
 fn guarded<T>(path: &Path, f: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(r) => r,
