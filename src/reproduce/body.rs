@@ -753,10 +753,13 @@ fn parses_as_start(t: &str) -> bool {
 
 /// Values the prose gives for the code's result: `expected` (what it should be) and
 /// `observed` (what it is today), as written (a quoted literal keeps its quotes).
+/// `printed` holds the values read from `output:` lines: text a run printed, a value
+/// even when it is no Python literal.
 #[derive(Debug, Default, PartialEq)]
 pub struct ProseValues {
     pub expected: Vec<String>,
     pub observed: Vec<String>,
+    pub printed: Vec<String>,
 }
 
 const EXPECT_CUES: &[&str] =
@@ -781,12 +784,56 @@ const OBSERVE_CUES: &[&str] = &[
     "result", "actual", "but", "instead", "is", "shows", "yields",
 ];
 
+/// Words of a short heading-like line ("Expected behavior", "**Actual output**", "Bug
+/// generation slug", "Improvement after correction") that say whether the values under
+/// it are what the code should give or what it gives today.
+const EXPECT_SECTION: &[&str] = &[
+    "expected",
+    "expect",
+    "expectation",
+    "desired",
+    "should",
+    "correct",
+    "correction",
+    "corrected",
+    "fixed",
+    "wanted",
+];
+const OBSERVE_SECTION: &[&str] = &["actual", "current", "currently", "observed", "bug", "buggy", "wrong", "incorrect"];
+
+/// Which way a heading-like line points the values under it: a line of at most six
+/// words with no code span, a Markdown heading or emphasis, or words before a colon,
+/// naming one direction only. None for any other line, or one that names both.
+fn section_cue(line: &str) -> Option<bool> {
+    let t = line.trim().trim_start_matches('#').trim_matches(|c: char| c == '*' || c == '_' || c.is_whitespace());
+    let t = t.strip_suffix(':').unwrap_or(t).trim_end_matches(['*', '_']);
+    let words: Vec<String> =
+        t.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
+    if words.is_empty() || words.len() > 6 || t.contains('`') || t.contains(':') {
+        return None;
+    }
+    let expect = words.iter().any(|w| EXPECT_SECTION.contains(&w.as_str()));
+    let observe = words.iter().any(|w| OBSERVE_SECTION.contains(&w.as_str()));
+    match (expect, observe) {
+        (true, false) => Some(true),
+        (false, true) => Some(false),
+        _ => None,
+    }
+}
+
 /// Read the prose's `expected` and `observed` values: each code span (or the value after
 /// `output:` on a line) takes its direction from the nearest cue word before it in its
-/// sentence ("I would expect `X` but instead I get `Y`").
+/// sentence ("I would expect `X` but instead I get `Y`"); an `output:` value whose line
+/// gives none takes the direction of the heading-like line above it ("Expected output",
+/// "Bug ..." then "output: X").
 pub fn prose_values(prose: &str) -> ProseValues {
     let mut v = ProseValues::default();
+    let mut section: Option<bool> = None;
     for line in prose.lines() {
+        if let Some(cue) = section_cue(line) {
+            section = Some(cue);
+            continue;
+        }
         // Code spans in order, with the text before each.
         let mut rest = line;
         let mut before = String::new();
@@ -806,7 +853,16 @@ pub fn prose_values(prose: &str) -> ProseValues {
             if let Some(k) = low.find("output:") {
                 let value = line[k + "output:".len()..].trim().to_string();
                 if !value.is_empty() && !value.contains(' ') {
-                    classify(&line[..k + "output".len()], value, &mut v);
+                    let (e, o) = (v.expected.len(), v.observed.len());
+                    classify(&line[..k + "output".len()], value.clone(), &mut v);
+                    let placed = v.expected.len() > e || v.observed.len() > o;
+                    match section {
+                        _ if placed => {}
+                        Some(true) => v.expected.push(value.clone()),
+                        Some(false) => v.observed.push(value.clone()),
+                        None => continue,
+                    }
+                    v.printed.push(value);
                 }
             }
         }
@@ -895,7 +951,9 @@ pub fn final_assertion(code: &str, values: &ProseValues) -> Option<String> {
     // An expected value must be a literal (`'a-b'`, `2.5`, `None`, `[1, 2]`): "I expected
     // `f()` to raise" names code, not a value. What it gives today may be printed text
     // (`Max(2, x)`) when the prose also says what it should be.
-    let expected = values.expected.iter().find(|e| !expr.contains(e.as_str()) && literal(e));
+    // Text an `output:` line shows is what the run printed: a value as it is.
+    let printed = |v: &String| values.printed.contains(v);
+    let expected = values.expected.iter().find(|e| !expr.contains(e.as_str()) && (literal(e) || printed(e)));
     let observed = values.observed.iter().find(|o| {
         !values.expected.contains(o)
             && !expr.contains(o.as_str())
@@ -1408,14 +1466,45 @@ mod tests {
     }
 
     #[test]
+    fn an_output_line_takes_the_direction_of_the_heading_above_it() {
+        // django-12983's shape (Trac): the same call twice, what it prints under "Bug ...",
+        // what it should print under "... after correction".
+        let prose = "Make slug() strip dashes\nBug generation slug\nExample:\nfrom shop import text\ntext.slug(\"___This is a test ---\")\noutput: ___this-is-a-test-\nImprovement after correction\nfrom shop import text\ntext.slug(\"___This is a test ---\")\noutput: this-is-a-test\n";
+        let v = prose_values(prose);
+        assert_eq!(v.observed, ["___this-is-a-test-"]);
+        assert_eq!(v.expected, ["this-is-a-test"]);
+        assert_eq!(v.printed, ["___this-is-a-test-", "this-is-a-test"]);
+        let out = final_assertion("from shop import text\ntext.slug(\"___This is a test ---\")\n", &v).unwrap();
+        assert!(out.ends_with("_value = text.slug(\"___This is a test ---\")\nassert \"\".join(str(_value).split()) != \"\".join(\"___this-is-a-test-\".split()), \"still \" + repr(_value)\n"), "{out}");
+        // GitHub's template headings, the expected value alone: printed text is a value.
+        let v = prose_values("### Expected behavior\noutput: 3.5\n### Actual behavior\nIt hangs.\n");
+        assert_eq!((v.expected.as_slice(), v.observed.len()), (["3.5".to_string()].as_slice(), 0));
+        let v = prose_values("**Expected output:**\noutput: a-b\n");
+        let out = final_assertion("f('a b')\n", &v).unwrap();
+        assert!(out.contains("== \"\".join(\"a-b\".split())"), "{out}");
+        // Under no heading, or one naming both ways, an output line is no evidence.
+        assert_eq!(prose_values("Example:\noutput: x-y\n"), ProseValues::default());
+        assert_eq!(prose_values("Expected vs actual\noutput: x-y\n"), ProseValues::default());
+        // A line saying more than a heading does not set one.
+        assert_eq!(
+            prose_values("This call should be made by the user when they set up the app\noutput: x-y\n"),
+            ProseValues::default()
+        );
+    }
+
+    #[test]
     fn final_expression_becomes_the_assertion() {
-        let v = ProseValues { expected: vec!["'A[b, 2]'".into()], observed: vec!["'A(2, b)'".into()] };
+        let v = ProseValues {
+            expected: vec!["'A[b, 2]'".into()],
+            observed: vec!["'A(2, b)'".into()],
+            ..Default::default()
+        };
         let out = final_assertion("b = sym('b')\nprint(render(A(b, 2)))\n", &v).unwrap();
         assert!(out.starts_with("b = sym('b')\n_value = render(A(b, 2))\nassert \"\".join(str(_value).split()) != \"\".join(\"A(2, b)\".split())"), "{out}");
         // Code is not a value.
-        let v = ProseValues { expected: vec!["load()".into()], observed: vec!["3 items".into()] };
+        let v = ProseValues { expected: vec!["load()".into()], observed: vec!["3 items".into()], ..Default::default() };
         assert!(final_assertion("m = load()\nm.tags\n", &v).is_none());
-        let v = ProseValues { expected: vec!["None".into()], observed: vec![] };
+        let v = ProseValues { expected: vec!["None".into()], observed: vec![], ..Default::default() };
         let out = final_assertion("m = load()\nm.tags\n", &v).unwrap();
         assert!(
             out.contains("_value = m.tags\nassert \"\".join(str(_value).split()) == \"\".join(\"None\".split())"),

@@ -101,6 +101,21 @@ fn the_value_the_prose_calls_wrong_becomes_the_assertion() {
     assert!(o.failure.unwrap().starts_with("AssertionError"));
 }
 
+/// The shape of django__django-12983 (Trac, no fences, no code spans): the same call
+/// twice, what it prints under "Bug ...", what it should print under "... after
+/// correction". Also a GitHub template's "Expected output" heading alone.
+#[test]
+fn output_lines_under_headings_become_the_assertion() {
+    let issue = "Make textkit.tidy() strip separators at the ends\nDescription\n\t\nBug generation\nExample:\nfrom textkit import tidy\ntidy('_ab cd_')\noutput: -ab-cd-\nImprovement after correction\nfrom textkit import tidy\ntidy('_ab cd_')\noutput: ab-cd\n";
+    let o =
+        reproduced_and_fixed(&[("textkit/__init__.py", TEXTKIT_BUGGY)], ("textkit/__init__.py", TEXTKIT_FIXED), issue);
+    assert_eq!(o.failure.as_deref(), Some("AssertionError: still '-ab-cd-'"));
+    let issue = "tidy keeps separators at the ends\n\n```python\nfrom textkit import tidy\nprint(tidy('_ab cd_'))\n```\n\n### Expected output\n\noutput: ab-cd\n";
+    let o =
+        reproduced_and_fixed(&[("textkit/__init__.py", TEXTKIT_BUGGY)], ("textkit/__init__.py", TEXTKIT_FIXED), issue);
+    assert!(o.failure.unwrap().starts_with("AssertionError: '-ab-cd-', the issue expects"));
+}
+
 const MSGS_BASE: &str = "class Message:\n    def __init__(self, level, text, extra_tags=None):\n        self.level, self.text, self.extra_tags = level, text, extra_tags\n";
 const MSGS_COOKIE_BUGGY: &str = "import json\n\nfrom msgs.base import Message\n\n\ndef encode(m):\n    parts = [m.level, m.text]\n    if m.extra_tags:\n        parts.append(m.extra_tags)\n    return json.dumps(parts)\n\n\ndef decode(s):\n    return Message(*json.loads(s))\n";
 
