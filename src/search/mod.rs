@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use tantivy::collector::TopDocs;
 use tantivy::query::{BooleanQuery, BoostQuery, DisjunctionMaxQuery, Occur, Query, TermQuery};
-use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, FAST, STORED, STRING};
+use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, STORED, STRING};
 use tantivy::{Index, IndexReader, ReloadPolicy, TantivyDocument, Term};
 use thiserror::Error;
 
@@ -92,7 +92,8 @@ pub fn schema() -> (Schema, Fields) {
         }
     };
     let f = Fields {
-        id: b.add_text_field("id", STRING | STORED),
+        // Read back from hits, never looked up by term: stored, not indexed.
+        id: b.add_text_field("id", STORED),
         kind: b.add_text_field("kind", STRING | STORED),
         path: b.add_text_field("path", STRING | STORED),
         path_text: b.add_text_field("path_text", code(false)),
@@ -102,8 +103,8 @@ pub fn schema() -> (Schema, Fields) {
         doc: b.add_text_field("doc", STORED),
         summary: b.add_text_field("summary", code(false)),
         body: b.add_text_field("body", code(false)),
-        start_line: b.add_u64_field("start_line", STORED | FAST),
-        end_line: b.add_u64_field("end_line", STORED | FAST),
+        start_line: b.add_u64_field("start_line", STORED),
+        end_line: b.add_u64_field("end_line", STORED),
     };
     (b.build(), f)
 }
