@@ -37,18 +37,32 @@ def copy(repo, work, name):
     return dest
 
 
+class Failed(Exception):
+    """A build's command failed: one line to print, no traceback."""
+
+
+def run(cmd):
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:
+        raise Failed(f"cannot run {cmd[0]}: {e.strerror}")
+    if r.returncode != 0:
+        last = (r.stderr.strip().splitlines() or ["(no message)"])[-1]
+        raise Failed(f"`{' '.join(cmd[:3])} ...` exited {r.returncode}: {last}")
+    return r.stdout
+
+
 def rows(binary, root):
-    subprocess.run([binary, "index", "--full", root], check=True, stdout=subprocess.DEVNULL)
+    run([binary, "index", "--full", root])
     out = set()
     for rel, cols in RELATIONS.items():
         c = ", ".join(cols)
-        r = subprocess.run(
-            [binary, "query", f"?[{c}] := *{rel}{{{c}}}", "--json", "--timeout", "600", "-C", root],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        for row in json.loads(r.stdout)["rows"]:
+        got = run([binary, "query", f"?[{c}] := *{rel}{{{c}}}", "--json", "--timeout", "600", "-C", root])
+        try:
+            found = json.loads(got)["rows"]
+        except (ValueError, KeyError):
+            raise Failed(f"{binary} query on {rel}: no rows in its output (is it a reproagent build?)")
+        for row in found:
             out.add(json.dumps({"rel": rel, "row": row}, separators=(",", ":")))
     return out
 
@@ -84,4 +98,8 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except Failed as e:
+        print(f"store_compare: {e} (hint: check the binary and that the repository copy can be indexed)", file=sys.stderr)
+        sys.exit(2)
