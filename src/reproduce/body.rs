@@ -801,24 +801,34 @@ const EXPECT_SECTION: &[&str] = &[
 ];
 const OBSERVE_SECTION: &[&str] = &["actual", "current", "currently", "observed", "bug", "buggy", "wrong", "incorrect"];
 
-/// Which way a heading-like line points the values under it: a line of at most six
-/// words with no code span, a Markdown heading or emphasis, or words before a colon,
-/// naming one direction only. None for any other line, or one that names both.
-fn section_cue(line: &str) -> Option<bool> {
-    let t = line.trim().trim_start_matches('#').trim_matches(|c: char| c == '*' || c == '_' || c.is_whitespace());
+/// A heading-like line: at most six words with no code span and nothing code-like (`=`,
+/// brackets), a Markdown heading or emphasis, or words before a colon. `cue` is the way
+/// it points the values under it when it names one direction only; `markdown` when it is
+/// a Markdown heading or a line in bold, which ends the section above it.
+struct Heading {
+    markdown: bool,
+    cue: Option<bool>,
+}
+
+fn heading(line: &str) -> Option<Heading> {
+    let trimmed = line.trim();
+    let markdown =
+        trimmed.starts_with('#') || trimmed.len() > 4 && trimmed.starts_with("**") && trimmed.ends_with("**");
+    let t = trimmed.trim_start_matches('#').trim_matches(|c: char| c == '*' || c == '_' || c.is_whitespace());
     let t = t.strip_suffix(':').unwrap_or(t).trim_end_matches(['*', '_']);
     let words: Vec<String> =
         t.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
-    if words.is_empty() || words.len() > 6 || t.contains('`') || t.contains(':') {
+    if words.is_empty() || words.len() > 6 || t.contains(['`', ':', '=', '(', ')', '[', ']', '{', '}']) {
         return None;
     }
     let expect = words.iter().any(|w| EXPECT_SECTION.contains(&w.as_str()));
     let observe = words.iter().any(|w| OBSERVE_SECTION.contains(&w.as_str()));
-    match (expect, observe) {
+    let cue = match (expect, observe) {
         (true, false) => Some(true),
         (false, true) => Some(false),
         _ => None,
-    }
+    };
+    Some(Heading { markdown, cue })
 }
 
 /// Read the prose's `expected` and `observed` values: each code span (or the value after
@@ -830,9 +840,20 @@ pub fn prose_values(prose: &str) -> ProseValues {
     let mut v = ProseValues::default();
     let mut section: Option<bool> = None;
     for line in prose.lines() {
-        if let Some(cue) = section_cue(line) {
-            section = Some(cue);
-            continue;
+        match heading(line) {
+            // A Markdown heading starts a section, whichever way it points ("### Steps
+            // to reproduce" ends "### Expected behavior").
+            Some(h) if h.markdown => {
+                section = h.cue;
+                continue;
+            }
+            // A plain short line ("Bug generation slug", "Example:") sets the way only
+            // when it names one.
+            Some(Heading { cue: Some(cue), .. }) => {
+                section = Some(cue);
+                continue;
+            }
+            _ => {}
         }
         // Code spans in order, with the text before each.
         let mut rest = line;
@@ -1485,6 +1506,13 @@ mod tests {
         // Under no heading, or one naming both ways, an output line is no evidence.
         assert_eq!(prose_values("Example:\noutput: x-y\n"), ProseValues::default());
         assert_eq!(prose_values("Expected vs actual\noutput: x-y\n"), ProseValues::default());
+        // A Markdown heading that names no way ends the section above it; a line of code
+        // is no heading.
+        assert_eq!(
+            prose_values("### Expected behavior\nIt works.\n### Steps to reproduce\noutput: x-y\n"),
+            ProseValues::default()
+        );
+        assert_eq!(prose_values("expected = slug(a)\noutput: x-y\n"), ProseValues::default());
         // A line saying more than a heading does not set one.
         assert_eq!(
             prose_values("This call should be made by the user when they set up the app\noutput: x-y\n"),
