@@ -784,6 +784,10 @@ const OBSERVE_CUES: &[&str] = &[
     "result", "actual", "but", "instead", "is", "shows", "yields",
 ];
 
+/// Labels of a line that gives a value after them (`output: 3`, `Expected: 2.5`,
+/// `Actual result: 3`): the words before the colon give its direction like a sentence's.
+const VALUE_LABELS: &[&str] = &["output:", "expected:", "actual:", "result:"];
+
 /// Words of a short heading-like line ("Expected behavior", "**Actual output**", "Bug
 /// generation slug", "Improvement after correction") that say whether the values under
 /// it are what the code should give or what it gives today.
@@ -870,12 +874,29 @@ pub fn prose_values(prose: &str) -> ProseValues {
             rest = &after[j + 1..];
         }
         if !found {
-            let low = line.to_lowercase();
-            if let Some(k) = low.find("output:") {
-                let value = line[k + "output:".len()..].trim().to_string();
+            // ASCII lowering keeps byte offsets: they index `line`.
+            let low = line.to_ascii_lowercase();
+            let label = VALUE_LABELS.iter().filter_map(|l| low.find(l).map(|k| (k, l.len()))).min();
+            if let Some((k, n)) = label {
+                // Past the emphasis that closes a bold label (`**Expected:** 2.5`).
+                let value = line[k + n..].trim_start_matches(['*', '_']).trim().to_string();
                 if !value.is_empty() && !value.contains(' ') {
+                    // The label's own words first ("Expected result", "Actual output"),
+                    // then its sentence's cue words, then the heading above.
+                    let label: Vec<String> = line[..k + n - 1]
+                        .split(|c: char| !c.is_alphanumeric())
+                        .filter(|w| !w.is_empty())
+                        .map(str::to_lowercase)
+                        .collect();
+                    let near = &label[label.len().saturating_sub(3)..];
                     let (e, o) = (v.expected.len(), v.observed.len());
-                    classify(&line[..k + "output".len()], value.clone(), &mut v);
+                    if near.iter().any(|w| EXPECT_SECTION.contains(&w.as_str())) {
+                        v.expected.push(value.clone());
+                    } else if near.iter().any(|w| OBSERVE_SECTION.contains(&w.as_str())) {
+                        v.observed.push(value.clone());
+                    } else {
+                        classify(&line[..k + n - 1], value.clone(), &mut v);
+                    }
                     let placed = v.expected.len() > e || v.observed.len() > o;
                     match section {
                         _ if placed => {}
@@ -1506,6 +1527,21 @@ mod tests {
         // Under no heading, or one naming both ways, an output line is no evidence.
         assert_eq!(prose_values("Example:\noutput: x-y\n"), ProseValues::default());
         assert_eq!(prose_values("Expected vs actual\noutput: x-y\n"), ProseValues::default());
+        // Labels other than `output:` give their own direction.
+        let v = prose_values("Expected: 2.5\nActual: 3\n");
+        assert_eq!(
+            (v.expected.as_slice(), v.observed.as_slice()),
+            (["2.5".to_string()].as_slice(), ["3".to_string()].as_slice())
+        );
+        let v = prose_values("* **Expected result:** ab-cd\n* **Actual result:** -ab-cd-\n");
+        assert_eq!(
+            (v.expected.as_slice(), v.observed.as_slice()),
+            (["ab-cd".to_string()].as_slice(), ["-ab-cd-".to_string()].as_slice())
+        );
+        // A result without a word saying which way is no evidence.
+        assert_eq!(prose_values("result: 3\n"), ProseValues::default());
+        // Text whose lowercase is longer than itself is read without a panic.
+        assert_eq!(prose_values("İİİ Output: x\n").printed, Vec::<String>::new());
         // A Markdown heading that names no way ends the section above it; a line of code
         // is no heading.
         assert_eq!(

@@ -114,6 +114,11 @@ fn output_lines_under_headings_become_the_assertion() {
     let o =
         reproduced_and_fixed(&[("textkit/__init__.py", TEXTKIT_BUGGY)], ("textkit/__init__.py", TEXTKIT_FIXED), issue);
     assert!(o.failure.unwrap().starts_with("AssertionError: '-ab-cd-', the issue expects"));
+    // Labelled lines: "**Expected:** X", "**Actual:** Y".
+    let issue = "tidy keeps separators at the ends\n\n```python\nfrom textkit import tidy\nprint(tidy('_ab cd_'))\n```\n\n**Expected:** ab-cd\n**Actual:** -ab-cd-\n";
+    let o =
+        reproduced_and_fixed(&[("textkit/__init__.py", TEXTKIT_BUGGY)], ("textkit/__init__.py", TEXTKIT_FIXED), issue);
+    assert_eq!(o.failure.as_deref(), Some("AssertionError: still '-ab-cd-'"));
 }
 
 const MSGS_BASE: &str = "class Message:\n    def __init__(self, level, text, extra_tags=None):\n        self.level, self.text, self.extra_tags = level, text, extra_tags\n";
