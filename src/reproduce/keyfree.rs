@@ -449,6 +449,7 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
     }
     let (test, expected) = (&built.test, &built.expected);
     let command = plan.command.clone();
+    let python = super::pipeline::environment_python(sb.as_ref());
     let test_started = std::time::Instant::now();
     let result = rt.block_on(async {
         let r = async {
@@ -512,7 +513,7 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
         test_path: Some(test.path.clone()),
         test_code: Some(test.code.clone()),
         // What a user types: the runner's line without the run's report plumbing.
-        command: Some(super::pipeline::user_command(&command)),
+        command: Some(super::pipeline::user_command_in(&command, python.as_deref())),
         failure,
         written: false,
         probe: None,

@@ -172,6 +172,37 @@ fn schema_of<T: JsonSchema>() -> Value {
 /// The shell line a user types to run the test in the repository: the runner's line
 /// without the pipeline's own report plumbing (`rm -rf .reproagent-run && ...`,
 /// `--junitxml`, JSON reporters).
+/// [`user_command`], with the `python3` of the line made the interpreter of the
+/// virtualenv or conda environment the run used (the local sandbox puts it first on
+/// `PATH`; a user's shell may not have it). None, or the system's Python: unchanged.
+pub fn user_command_in(internal: &str, python: Option<&Path>) -> String {
+    let c = user_command(internal);
+    let Some(py) = python.and_then(|p| p.to_str()) else { return c };
+    let quoted = if py.chars().all(|ch| ch.is_ascii_alphanumeric() || "/._-+".contains(ch)) {
+        py.to_string()
+    } else {
+        format!("'{}'", py.replace('\'', "'\\''"))
+    };
+    // `python3` as a command word: at the start, or after a space.
+    let mut out = String::with_capacity(c.len() + quoted.len());
+    let mut rest = c.as_str();
+    while let Some(i) = rest.find("python3 ") {
+        let word = i == 0 || rest[..i].ends_with(' ');
+        out.push_str(&rest[..i]);
+        out.push_str(if word { &quoted } else { "python3" });
+        out.push(' ');
+        rest = &rest[i + "python3 ".len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The interpreter of the environment a sandbox's commands run in, when it is a
+/// virtualenv or conda environment (the system's Python is `python3` on any shell).
+pub fn environment_python(sb: &dyn Sandbox) -> Option<PathBuf> {
+    sb.environment().and_then(|e| e.python.prefix.is_some().then(|| e.python.interpreter.clone()))
+}
+
 pub fn user_command(internal: &str) -> String {
     let dir = runners::REPORT_DIR;
     let mut c = internal.replace(&format!("rm -rf {dir} && "), "");
@@ -990,20 +1021,24 @@ fn stages(
             ),
         })))
     });
+    let python = environment_python(rtm.sb.as_ref());
     drop(rtm);
     run.stage_done("generation");
     made.verdicts = st.verdicts.clone();
     made.probes = st.probes.clone();
     let _ = run.write("ledger.json", &trace.ledger);
     let command_for = |path: &str, code: &str| {
-        user_command(&runners::command_line(
-            Framework::parse_name(&plan.framework).unwrap_or(Framework::Custom),
-            path,
-            None,
-            code,
-            None,
-            &runners::Layout::of(&req.root),
-        ))
+        user_command_in(
+            &runners::command_line(
+                Framework::parse_name(&plan.framework).unwrap_or(Framework::Custom),
+                path,
+                None,
+                code,
+                None,
+                &runners::Layout::of(&req.root),
+            ),
+            python.as_deref(),
+        )
     };
     let symptom_check = if plan.expected.message.as_deref().is_some_and(|m| !m.trim().is_empty()) {
         "type and message"
@@ -1093,4 +1128,30 @@ fn stages(
         run.write("inputs.json", &resume.inputs).map_err(|e| io(run, e))?;
     }
     ended
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_a_user_types_names_the_environments_python() {
+        let venv = Path::new("/work/app/.venv/bin/python");
+        assert_eq!(
+            user_command_in("cd tests && PYTHONPATH=.. python3 runtests.py --settings=test_sqlite 'a.B.c'", Some(venv)),
+            "cd tests && PYTHONPATH=.. /work/app/.venv/bin/python runtests.py --settings=test_sqlite 'a.B.c'"
+        );
+        assert_eq!(
+            user_command_in("python3 -m pytest -p no:cacheprovider 'tests/t.py::test_x'", Some(venv)),
+            "/work/app/.venv/bin/python -m pytest 'tests/t.py::test_x'"
+        );
+        // Not the command word: left alone. A path with a space is quoted.
+        assert_eq!(user_command_in("mypython3 x", Some(venv)), "mypython3 x");
+        assert_eq!(
+            user_command_in("python3 -m unittest t", Some(Path::new("/home/a b/v/bin/python"))),
+            "'/home/a b/v/bin/python' -m unittest t"
+        );
+        // The system's Python (no environment given): as the runner wrote it.
+        assert_eq!(user_command_in("python3 -m unittest t", None), "python3 -m unittest t");
+    }
 }
