@@ -753,8 +753,8 @@ fn parses_as_start(t: &str) -> bool {
 
 /// Values the prose gives for the code's result: `expected` (what it should be) and
 /// `observed` (what it is today), as written (a quoted literal keeps its quotes).
-/// `printed` holds the values read from `output:` lines: text a run printed, a value
-/// even when it is no Python literal.
+/// `printed` holds the values read from labelled lines (`output: X`, `Expected: X`): text
+/// a run printed, a value even when it is no Python literal.
 #[derive(Debug, Default, PartialEq)]
 pub struct ProseValues {
     pub expected: Vec<String>,
@@ -835,11 +835,11 @@ fn heading(line: &str) -> Option<Heading> {
     Some(Heading { markdown, cue })
 }
 
-/// Read the prose's `expected` and `observed` values: each code span (or the value after
-/// `output:` on a line) takes its direction from the nearest cue word before it in its
-/// sentence ("I would expect `X` but instead I get `Y`"); an `output:` value whose line
-/// gives none takes the direction of the heading-like line above it ("Expected output",
-/// "Bug ..." then "output: X").
+/// Read the prose's `expected` and `observed` values: each code span takes its direction
+/// from the nearest cue word before it in its sentence ("I would expect `X` but instead I
+/// get `Y`"); the value after a label ([`VALUE_LABELS`]) from the label's words
+/// ("Expected result: X"), else its sentence's, else the heading-like line above it
+/// ("Expected output", "Bug ..." then "output: X").
 pub fn prose_values(prose: &str) -> ProseValues {
     let mut v = ProseValues::default();
     let mut section: Option<bool> = None;
