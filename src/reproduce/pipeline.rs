@@ -172,9 +172,9 @@ fn schema_of<T: JsonSchema>() -> Value {
 /// The shell line a user types to run the test in the repository: the runner's line
 /// without the pipeline's own report plumbing (`rm -rf .reproagent-run && ...`,
 /// `--junitxml`, JSON reporters).
-/// [`user_command`], with the `python3` of the line made the interpreter of the
-/// virtualenv or conda environment the run used (the local sandbox puts it first on
-/// `PATH`; a user's shell may not have it). None, or the system's Python: unchanged.
+/// [`user_command`], with the `python3` of the line made the interpreter the run used
+/// ([`environment_python`]: the local sandbox puts it first on `PATH`; a user's shell may
+/// not have it). None: unchanged.
 pub fn user_command_in(internal: &str, python: Option<&Path>) -> String {
     let c = user_command(internal);
     let Some(py) = python.and_then(|p| p.to_str()) else { return c };
@@ -197,10 +197,14 @@ pub fn user_command_in(internal: &str, python: Option<&Path>) -> String {
     out
 }
 
-/// The interpreter of the environment a sandbox's commands run in, when it is a
-/// virtualenv or conda environment (the system's Python is `python3` on any shell).
+/// The interpreter a sandbox's `python3` is, when it is not the system's: a virtualenv's
+/// or conda environment's, or one given by path (the local sandbox shims `python3` to
+/// it). The system's Python is `python3` on any shell: None.
 pub fn environment_python(sb: &dyn Sandbox) -> Option<PathBuf> {
-    sb.environment().and_then(|e| e.python.prefix.is_some().then(|| e.python.interpreter.clone()))
+    sb.environment().and_then(|e| {
+        let p = &e.python;
+        (p.prefix.is_some() || p.source != crate::sandbox::env::PythonSource::System).then(|| p.interpreter.clone())
+    })
 }
 
 pub fn user_command(internal: &str) -> String {
