@@ -814,14 +814,18 @@ struct Heading {
     cue: Option<bool>,
 }
 
+/// The words of a text, lowercased (letters and digits; everything else separates).
+fn lower_words(s: &str) -> Vec<String> {
+    s.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
+}
+
 fn heading(line: &str) -> Option<Heading> {
     let trimmed = line.trim();
     let markdown =
         trimmed.starts_with('#') || trimmed.len() > 4 && trimmed.starts_with("**") && trimmed.ends_with("**");
     let t = trimmed.trim_start_matches('#').trim_matches(|c: char| c == '*' || c == '_' || c.is_whitespace());
     let t = t.strip_suffix(':').unwrap_or(t).trim_end_matches(['*', '_']);
-    let words: Vec<String> =
-        t.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
+    let words = lower_words(t);
     if words.is_empty() || words.len() > 6 || t.contains(['`', ':', '=', '(', ')', '[', ']', '{', '}']) {
         return None;
     }
@@ -883,23 +887,16 @@ pub fn prose_values(prose: &str) -> ProseValues {
                 if !value.is_empty() && !value.contains(' ') {
                     // The label's own words first ("Expected result", "Actual output"),
                     // then its sentence's cue words, then the heading above.
-                    let label: Vec<String> = line[..k + n - 1]
-                        .split(|c: char| !c.is_alphanumeric())
-                        .filter(|w| !w.is_empty())
-                        .map(str::to_lowercase)
-                        .collect();
+                    let label = lower_words(&line[..k + n - 1]);
                     let near = &label[label.len().saturating_sub(3)..];
-                    let (e, o) = (v.expected.len(), v.observed.len());
-                    if near.iter().any(|w| EXPECT_SECTION.contains(&w.as_str())) {
-                        v.expected.push(value.clone());
+                    let way = if near.iter().any(|w| EXPECT_SECTION.contains(&w.as_str())) {
+                        Some(true)
                     } else if near.iter().any(|w| OBSERVE_SECTION.contains(&w.as_str())) {
-                        v.observed.push(value.clone());
+                        Some(false)
                     } else {
-                        classify(&line[..k + n - 1], value.clone(), &mut v);
-                    }
-                    let placed = v.expected.len() > e || v.observed.len() > o;
-                    match section {
-                        _ if placed => {}
+                        direction(&line[..k + n - 1])
+                    };
+                    match way.or(section) {
                         Some(true) => v.expected.push(value.clone()),
                         Some(false) => v.observed.push(value.clone()),
                         None => continue,
@@ -916,24 +913,32 @@ fn classify(before: &str, value: String, v: &mut ProseValues) {
     if value.is_empty() || value.contains('\n') {
         return;
     }
+    match direction(before) {
+        Some(true) => v.expected.push(value),
+        Some(false) => v.observed.push(value),
+        None => {}
+    }
+}
+
+/// Which way the sentence that ends with `before` points the value after it: the nearest
+/// cue word before it says (`Some(true)`: what it should be; `Some(false)`: what it is
+/// today, only where the sentence says it is wrong); None when no cue says.
+fn direction(before: &str) -> Option<bool> {
     // The sentence the value is in.
-    let sentence = before.rsplit(['.', '!', '?', ';']).next().unwrap_or(before).to_lowercase();
-    let words: Vec<&str> = sentence.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    let sentence = before.rsplit(['.', '!', '?', ';']).next().unwrap_or(before);
+    let words = lower_words(sentence);
     for (k, w) in words.iter().enumerate().rev().take(10) {
         let pair = words.get(k + 1).map(|n| format!("{w} {n}"));
-        if pair.as_deref() == Some("instead of") || EXPECT_CUES.contains(w) {
-            v.expected.push(value);
-            return;
+        if pair.as_deref() == Some("instead of") || EXPECT_CUES.contains(&w.as_str()) {
+            return Some(true);
         }
-        if OBSERVE_CUES.contains(w) {
+        if OBSERVE_CUES.contains(&w.as_str()) {
             // What it does today counts only where the sentence says it is wrong: "it
             // returns `X`" alone may describe the right behaviour.
-            if CONTRAST.iter().any(|c| words.contains(c)) {
-                v.observed.push(value);
-            }
-            return;
+            return CONTRAST.iter().any(|c| words.iter().any(|x| x == c)).then_some(false);
         }
     }
+    None
 }
 
 /// The code's last top-level expression (a bare expression or the argument of a

@@ -169,9 +169,6 @@ fn schema_of<T: JsonSchema>() -> Value {
     rv::schema_of::<T>()
 }
 
-/// The shell line a user types to run the test in the repository: the runner's line
-/// without the pipeline's own report plumbing (`rm -rf .reproagent-run && ...`,
-/// `--junitxml`, JSON reporters).
 /// [`user_command`], with the `python3` of the line made the interpreter the run used
 /// ([`environment_python`]: the local sandbox puts it first on `PATH`; a user's shell may
 /// not have it). None: unchanged.
@@ -181,7 +178,7 @@ pub fn user_command_in(internal: &str, python: Option<&Path>) -> String {
     let quoted = if py.chars().all(|ch| ch.is_ascii_alphanumeric() || "/._-+".contains(ch)) {
         py.to_string()
     } else {
-        format!("'{}'", py.replace('\'', "'\\''"))
+        runners::sh_quote(py)
     };
     // `python3` as a command word: at the start, or after a space.
     let mut out = String::with_capacity(c.len() + quoted.len());
@@ -207,6 +204,9 @@ pub fn environment_python(sb: &dyn Sandbox) -> Option<PathBuf> {
     })
 }
 
+/// The shell line a user types to run the test in the repository: the runner's line
+/// without the pipeline's own report plumbing (`rm -rf .reproagent-run && ...`,
+/// `--junitxml`, JSON reporters).
 pub fn user_command(internal: &str) -> String {
     let dir = runners::REPORT_DIR;
     let mut c = internal.replace(&format!("rm -rf {dir} && "), "");

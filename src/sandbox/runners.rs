@@ -570,7 +570,8 @@ pub const JUNIT_JARS: &str =
     "/usr/share/java/junit4.jar:/usr/share/java/hamcrest-core.jar:/usr/share/java/hamcrest.jar";
 pub const JUNIT_LAUNCHER: &str = "/usr/share/java/junit-platform-console-standalone.jar";
 
-fn sh_quote(s: &str) -> String {
+/// A word for `sh`, in single quotes.
+pub(crate) fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
