@@ -16,6 +16,9 @@ pub struct Snippet {
     pub dialect: &'static str,
     pub code: String,
     pub from_doctest: bool,
+    /// The failure the code must give today when the session says it (a call marked
+    /// wrong next to one that raises: `DID NOT RAISE`); else it is read from the issue.
+    pub expected: Option<super::Expected>,
 }
 
 fn is_traceback_text(s: &str) -> bool {
@@ -30,39 +33,95 @@ fn is_traceback_text(s: &str) -> bool {
         })
 }
 
-/// The statements of every doctest session (`>>> ` and `... ` lines), in order. A
-/// one-line expression whose shown output is a Python literal becomes an assertion of
-/// that output; a statement whose output is a traceback, or anything else, is run as is.
-/// The session's last statement, a check shown `True` or `False` that the prose calls
-/// wrong (`wrong_in_prose`), is the bug shown: its assertion is that the answer changes.
-fn doctest_statements(text: &str, prose: &str) -> Option<String> {
+/// The statements of every doctest session (`>>> ` and `... ` lines, or IPython's `In [n]:`,
+/// `...:` and `Out[n]:`), in order; an output ends at a blank line, a prompt or a fence. A one-line expression whose shown output is a Python
+/// literal becomes an assertion of that output; a statement whose output is a traceback,
+/// or anything else, is run as is.
+///
+/// The bug shown: a statement the issue marks wrong (a trailing `<---` or a comment such
+/// as `# wrong`), or one a sentence that says something is wrong quotes whole ("ccode(sinc(x))
+/// doesn't work"), when its shown output is a literal. Its assertion is that the answer
+/// changes, and the session ends there (what follows is what it could print). When an
+/// earlier statement of the session calls the same function and raises, the marked one
+/// is expected to raise the same (the call that is handled next to the one that is not):
+/// then the second value is the failure the test must give today, `DID NOT RAISE`.
+/// Without a bug shown, the session's last statement, a check shown `True` or `False` that
+/// the prose calls wrong (`wrong_in_prose`), is the bug: its assertion is that the answer
+/// changes.
+fn doctest_statements(text: &str, prose: &str) -> Option<(String, Option<super::Expected>)> {
     let lines: Vec<&str> = text.lines().collect();
+    let is_prompt = |n: &str| n.starts_with(">>>") || n.starts_with("...") || ipython_prompt(n).is_some();
     // (code, the exception its shown output ends with, when that is a traceback)
     let mut out: Vec<(String, Option<String>)> = Vec::new();
+    let mut expected = None;
     let mut i = 0;
     while i < lines.len() {
         let t = lines[i].trim_start();
-        let stmt = t.strip_prefix(">>> ").or_else(|| (t == ">>>").then_some(""));
-        let cont = t.strip_prefix("... ").or_else(|| (t == "...").then_some(""));
+        let stmt = t.strip_prefix(">>> ").or_else(|| (t == ">>>").then_some("")).or_else(|| ipython_prompt(t));
+        let cont = t.strip_prefix("... ").or_else(|| (t == "...").then_some("")).or_else(|| ipython_continuation(t));
         i += 1;
-        let Some(s) = stmt.or(cont) else { continue };
-        // The output: the lines up to the next prompt or blank line.
+        let Some(raw) = stmt.or(cont) else { continue };
+        let (s, marked) = strip_wrong_marker(raw);
+        // The output: the lines up to the next prompt or blank line (IPython may put a
+        // blank line before its `Out[n]:`).
         let mut output: Vec<&str> = Vec::new();
+        if stmt.is_some() && ipython_prompt(t).is_some() {
+            let mut j = i;
+            while lines.get(j).is_some_and(|l| l.trim().is_empty()) {
+                j += 1;
+            }
+            if lines.get(j).is_some_and(|l| ipython_output(l.trim_start()).is_some()) {
+                i = j;
+            }
+        }
         while i < lines.len() {
             let n = lines[i].trim_start();
             // In a traceback, a lone `...` is doctest's elision, not a prompt.
             let elision = n == "..." && output.first().is_some_and(|o| o.starts_with("Traceback"));
-            if !elision && (n.is_empty() || n.starts_with(">>>") || n.starts_with("...")) {
+            // A fence closes the session's block: what follows it is prose.
+            if !elision && (n.is_empty() || is_prompt(n)) || n.starts_with("```") || n.starts_with("~~~") {
                 break;
             }
-            output.push(n);
+            output.push(ipython_output(n).unwrap_or(n));
             i += 1;
         }
-        let next_is_cont = lines.get(i).is_some_and(|l| l.trim_start().starts_with("..."));
+        let next_is_cont = lines.get(i).is_some_and(|l| {
+            let l = l.trim_start();
+            l.starts_with("...") && ipython_prompt(l).is_none()
+        });
         let raised = (output.first().is_some_and(|o| o.starts_with("Traceback")) && stmt.is_some() && !next_is_cont)
-            .then(|| output.last().map(|l| l.split(':').next().unwrap_or("").trim().to_string()).unwrap_or_default());
-        let last_prompt = !lines[i..].iter().any(|l| l.trim_start().starts_with(">>>"));
-        match (stmt.is_some() && !next_is_cont && is_expression(s), output.as_slice()) {
+            .then(|| traceback_kind(&output));
+        let last_prompt = !lines[i..].iter().any(|l| {
+            let l = l.trim_start();
+            l.starts_with(">>>") || ipython_prompt(l).is_some()
+        });
+        let one_expression = stmt.is_some() && !next_is_cont && is_expression(s);
+        match (one_expression, output.as_slice()) {
+            (true, [one]) if is_literal(one) && (marked || quoted_as_wrong(s, prose)) => {
+                let shown = s.replace(['"', '\\'], "'");
+                let sibling = callee(s).and_then(|f| {
+                    out.iter().rev().find_map(|(c, r)| r.as_ref().filter(|_| callee(c) == Some(f)).cloned())
+                });
+                match sibling {
+                    Some(kind) => {
+                        let kind = exception_to_expect(&kind);
+                        out.push((
+                            format!("# The issue marks `{shown}` (shown giving {one}) as not handled like the call above\nwith pytest.raises({kind}):\n    {s}"),
+                            None,
+                        ));
+                        expected =
+                            Some(super::Expected { kind: "Failed".into(), message: Some("DID NOT RAISE".into()) });
+                    }
+                    None => {
+                        // The message is a double-quoted string: the literal's own quotes
+                        // and backslashes are escaped, so it reads as the issue shows it.
+                        let said = one.replace('\\', "\\\\").replace('"', "\\\"");
+                        out.push((format!("assert ({s}) != {one}, \"the issue shows `{shown}` giving {said}\""), None))
+                    }
+                }
+                // What follows the bug shown is another example or what it could print.
+                break;
+            }
             (true, [one]) if last_prompt && matches!(*one, "True" | "False") && wrong_in_prose(s, prose) => out.push((
                 format!("assert ({s}) != {one}, \"the issue shows `{}` giving {one}\"", s.replace(['"', '\\'], "'")),
                 None,
@@ -76,19 +135,11 @@ fn doctest_statements(text: &str, prose: &str) -> Option<String> {
     // not stop there. The last statement's traceback is the reported failure: run as is.
     let last = out.iter().rposition(|(c, _)| !c.trim().is_empty());
     let mut code = String::new();
-    let mut uses_raises = false;
+    let mut uses_raises = expected.is_some();
     for (k, (c, raised)) in out.iter().enumerate() {
         match raised {
             Some(kind) if Some(k) != last && !c.trim_end().ends_with(':') => {
-                let kind = if kind.chars().all(|ch| ch.is_alphanumeric() || ch == '_')
-                    && (kind.ends_with("Error") || kind.ends_with("Exception"))
-                    && is_builtin_exception(kind)
-                {
-                    kind.as_str()
-                } else {
-                    "Exception"
-                };
-                code.push_str(&format!("with pytest.raises({kind}):\n    {c}\n"));
+                code.push_str(&format!("with pytest.raises({}):\n    {c}\n", exception_to_expect(kind)));
                 uses_raises = true;
             }
             _ => {
@@ -100,7 +151,110 @@ fn doctest_statements(text: &str, prose: &str) -> Option<String> {
     if uses_raises {
         code = format!("import pytest\n{code}");
     }
-    (!code.trim().is_empty()).then_some(code)
+    (!code.trim().is_empty()).then_some((code, expected))
+}
+
+/// The class a test expects for an exception a session shows: a builtin by its name,
+/// anything else (the project's own, which the test may not import) as `Exception`.
+fn exception_to_expect(kind: &str) -> &str {
+    if kind.chars().all(|ch| ch.is_alphanumeric() || ch == '_')
+        && (kind.ends_with("Error") || kind.ends_with("Exception"))
+        && is_builtin_exception(kind)
+    {
+        kind
+    } else {
+        "Exception"
+    }
+}
+
+/// The exception a traceback ends with: its last line that starts with a (dotted) class
+/// name and a colon, or is one (`NotImplementedError:` then the message on lines of its
+/// own); else what its last line has before a colon.
+fn traceback_kind(output: &[&str]) -> String {
+    let named = output.iter().rev().find_map(|l| {
+        let head = l.split(':').next().unwrap_or("").trim();
+        (!head.is_empty() && head.split('.').all(super::body::is_ident)).then(|| head.to_string())
+    });
+    named.unwrap_or_else(|| {
+        output.last().map(|l| l.split(':').next().unwrap_or("").trim().to_string()).unwrap_or_default()
+    })
+}
+
+/// IPython's prompt: the statement after `In [3]: `.
+fn ipython_prompt(t: &str) -> Option<&str> {
+    let rest = t.strip_prefix("In [")?;
+    let close = rest.find("]:")?;
+    if close == 0 || !rest[..close].bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let s = &rest[close + 2..];
+    Some(s.strip_prefix(' ').unwrap_or(s))
+}
+
+/// IPython's continuation: the line after `   ...: `.
+fn ipython_continuation(t: &str) -> Option<&str> {
+    let dots = t.len() - t.trim_start_matches('.').len();
+    let rest = t[dots..].strip_prefix(':').filter(|_| dots >= 3)?;
+    Some(rest.strip_prefix(' ').unwrap_or(rest))
+}
+
+/// IPython's shown value: what follows `Out[3]: `.
+fn ipython_output(t: &str) -> Option<&str> {
+    let rest = t.strip_prefix("Out[")?;
+    let close = rest.find("]:")?;
+    rest[..close].bytes().all(|b| b.is_ascii_digit()).then(|| rest[close + 2..].trim_start())
+}
+
+/// A statement without the remark after it that marks it wrong: an arrow (`<---`, `<==`)
+/// with words or nothing after it, or a comment with a word that says something is wrong
+/// (`# wrong`, `# should be 2`). Whether there was one. Quotes are skipped: `'<--'` and
+/// `'#'` in a string are code; `a <--1` (a < --1) is code too.
+fn strip_wrong_marker(s: &str) -> (&str, bool) {
+    let b = s.as_bytes();
+    let mut quote: Option<u8> = None;
+    for (k, &c) in b.iter().enumerate() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None => match c {
+                b'\'' | b'"' => quote = Some(c),
+                b'#' => {
+                    let low = s[k..].to_lowercase();
+                    let wrong = low.contains("<-") || WRONG_CUES.iter().any(|w| low.contains(w));
+                    return if wrong { (s[..k].trim_end(), true) } else { (s, false) };
+                }
+                b'<' if matches!(b.get(k + 1..k + 3), Some(b"--") | Some(b"==")) => {
+                    let rest = s[k..].trim_start_matches(['<', '-', '=']).trim();
+                    if rest.is_empty() || rest.split_whitespace().count() >= 2 {
+                        return (s[..k].trim_end(), true);
+                    }
+                }
+                _ => {}
+            },
+        }
+    }
+    (s, false)
+}
+
+/// Does a sentence that says something is wrong quote the statement whole (spaces
+/// aside)? "ccode(sinc(x)) doesn't work" quotes `ccode(sinc(x))`.
+fn quoted_as_wrong(stmt: &str, prose: &str) -> bool {
+    let squeeze = |t: &str| t.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+    let s = squeeze(stmt);
+    // Short ones (`x`, `f()`) are quoted by chance.
+    s.len() >= 6
+        && super::body::sentences(prose).iter().any(|sentence| {
+            let low = sentence.to_lowercase();
+            WRONG_CUES.iter().any(|c| low.contains(c)) && squeeze(sentence).contains(&s)
+        })
+}
+
+/// The function a one-line call calls: `solve(...)` gives `solve`, `a.b(...)` gives `a.b`.
+fn callee(stmt: &str) -> Option<&str> {
+    let t = stmt.trim();
+    let open = t.find('(')?;
+    let f = t[..open].trim();
+    (!f.is_empty() && f.split('.').all(super::body::is_ident)).then_some(f)
 }
 
 /// Words of a sentence that says something is wrong.
@@ -115,6 +269,11 @@ const WRONG_CUES: &[&str] = &[
     "should",
     "unexpected",
     "broken",
+    "doesn't work",
+    "does not work",
+    "don't work",
+    "not working",
+    "not handled",
 ];
 
 /// Does a sentence of the prose (the title too) that names one of the check's names say
@@ -212,8 +371,8 @@ pub fn find_snippet(facts: &IssueFacts, raw: &str, repo_langs: &[Lang]) -> Optio
     let js = repo_langs.contains(&Lang::TypeScript);
     let java = repo_langs.contains(&Lang::Java);
     if py {
-        if let Some(code) = doctest_statements(raw, &facts.prose) {
-            return Some(Snippet { lang: Lang::Python, dialect: "python", code, from_doctest: true });
+        if let Some((code, expected)) = doctest_statements(raw, &facts.prose) {
+            return Some(Snippet { lang: Lang::Python, dialect: "python", code, from_doctest: true, expected });
         }
     }
     for (tag, body) in &facts.code_blocks {
@@ -224,16 +383,40 @@ pub fn find_snippet(facts: &IssueFacts, raw: &str, repo_langs: &[Lang]) -> Optio
         }
         match tag {
             "python" | "py" | "python3" | "pycon" if py => {
-                return Some(Snippet { lang: Lang::Python, dialect: "python", code: body.clone(), from_doctest: false })
+                return Some(Snippet {
+                    lang: Lang::Python,
+                    dialect: "python",
+                    code: body.clone(),
+                    from_doctest: false,
+                    expected: None,
+                })
             }
             "js" | "javascript" | "mjs" | "node" if js => {
-                return Some(Snippet { lang: Lang::TypeScript, dialect: "js", code: body.clone(), from_doctest: false })
+                return Some(Snippet {
+                    lang: Lang::TypeScript,
+                    dialect: "js",
+                    code: body.clone(),
+                    from_doctest: false,
+                    expected: None,
+                })
             }
             "java" if java => {
-                return Some(Snippet { lang: Lang::Java, dialect: "java", code: body.clone(), from_doctest: false })
+                return Some(Snippet {
+                    lang: Lang::Java,
+                    dialect: "java",
+                    code: body.clone(),
+                    from_doctest: false,
+                    expected: None,
+                })
             }
             "" if py && looks_like_python(body) => {
-                return Some(Snippet { lang: Lang::Python, dialect: "python", code: body.clone(), from_doctest: false })
+                return Some(Snippet {
+                    lang: Lang::Python,
+                    dialect: "python",
+                    code: body.clone(),
+                    from_doctest: false,
+                    expected: None,
+                })
             }
             _ => {}
         }
@@ -241,7 +424,7 @@ pub fn find_snippet(facts: &IssueFacts, raw: &str, repo_langs: &[Lang]) -> Optio
     // Code pasted without fences: indented or plain lines that parse as Python.
     if py {
         if let Some(code) = super::body::unfenced_python(&facts.prose) {
-            return Some(Snippet { lang: Lang::Python, dialect: "python", code, from_doctest: false });
+            return Some(Snippet { lang: Lang::Python, dialect: "python", code, from_doctest: false, expected: None });
         }
     }
     None
@@ -497,7 +680,7 @@ mod tests {
     fn doctest_sessions_become_statements_and_assertions() {
         let text = ">>> from d import p\n>>> p('1h')\n3600\n>>> x = p('2h')\n>>> for y in [1]:\n...     p(y)\n>>> p('bad')\nTraceback (most recent call last):\nValueError: bad\n>>> p(unit='s') == 1\nTrue\n";
         assert_eq!(
-            doctest_statements(text, "").unwrap(),
+            doctest_statements(text, "").unwrap().0,
             "import pytest\nfrom d import p\nassert (p('1h')) == 3600\nx = p('2h')\nfor y in [1]:\n    p(y)\nwith pytest.raises(ValueError):\n    p('bad')\nassert (p(unit='s') == 1) == True\n"
         );
     }
@@ -507,25 +690,75 @@ mod tests {
         // The shape of django__django-15347: the last check shows the bug, the one before holds.
         let session = ">>> original = Message(10, \"Here\", extra_tags=\"\")\n>>> decoded = MessageDecoder().decode(MessageEncoder().encode(original))\n>>> original.extra_tags == \"\"\nTrue\n>>> decoded.extra_tags is None\nTrue\n";
         let prose = "Messages framework incorrectly serializes/deserializes extra_tags when it's an empty string\nWhen a message is serialised and then deserialised, extra_tags==\"\" is converted to extra_tags==None.\n";
-        let code = doctest_statements(session, prose).unwrap();
+        let code = doctest_statements(session, prose).unwrap().0;
         assert!(code.contains("assert (original.extra_tags == \"\") == True\n"), "{code}");
         assert!(code.ends_with("assert (decoded.extra_tags is None) != True, \"the issue shows `decoded.extra_tags is None` giving True\"\n"), "{code}");
         // Without prose that calls it wrong, the shown answer is what it does: kept.
-        let code = doctest_statements(session, "How to round-trip messages\nThis works for me:\n").unwrap();
+        let code = doctest_statements(session, "How to round-trip messages\nThis works for me:\n").unwrap().0;
         assert!(code.ends_with("assert (decoded.extra_tags is None) == True\n"), "{code}");
         // Only the last statement is the bug shown.
-        let code = doctest_statements(">>> f(1) == 2\nFalse\n>>> g()\n", "f is wrong").unwrap();
+        let code = doctest_statements(">>> f(1) == 2\nFalse\n>>> g()\n", "f is wrong").unwrap().0;
         assert!(code.starts_with("assert (f(1) == 2) == False\n"), "{code}");
     }
 
     #[test]
     fn a_traceback_before_the_last_statement_is_expected_not_the_failure() {
         let text = ">>> solve((x - 1,), x, y)\nTraceback (most recent call last):\n...\nNotImplementedError:\nonly finite\n>>> solve((y - 1,), x, y)\n>>> boom()\nTraceback (most recent call last):\nValueError: no\n";
-        let code = doctest_statements(text, "").unwrap();
+        let (code, expected) = doctest_statements(text, "").unwrap();
+        // The class is the traceback's, though its message is on a line of its own.
         assert_eq!(
             code,
-            "import pytest\nwith pytest.raises(Exception):\n    solve((x - 1,), x, y)\nsolve((y - 1,), x, y)\nboom()\n"
+            "import pytest\nwith pytest.raises(NotImplementedError):\n    solve((x - 1,), x, y)\nsolve((y - 1,), x, y)\nboom()\n"
         );
+        assert_eq!(expected, None);
+    }
+
+    #[test]
+    fn a_call_marked_wrong_next_to_one_that_raises_must_raise_too() {
+        // sympy__sympy-22005: the handled call raises, the one marked `<---` returns.
+        let text = "```python\n>>> solve_poly_system((x - 1,), x, y)\nTraceback (most recent call last):\n...\nNotImplementedError:\nonly zero-dimensional systems supported (finite number of solutions)\n>>> solve_poly_system((y - 1,), x, y)  <--- this is not handled correctly\n[(1,)]\n```\n";
+        let (code, expected) = doctest_statements(text, "detection of infinite solution request").unwrap();
+        assert_eq!(
+            code,
+            "import pytest\nwith pytest.raises(NotImplementedError):\n    solve_poly_system((x - 1,), x, y)\n# The issue marks `solve_poly_system((y - 1,), x, y)` (shown giving [(1,)]) as not handled like the call above\nwith pytest.raises(NotImplementedError):\n    solve_poly_system((y - 1,), x, y)\n"
+        );
+        assert!(super::super::body::parses(&code), "{code}");
+        assert_eq!(
+            expected,
+            Some(super::super::Expected { kind: "Failed".into(), message: Some("DID NOT RAISE".into()) })
+        );
+        // Marked by a comment, with no call beside it that raises: the answer must change,
+        // and the session ends at it.
+        let (code, expected) = doctest_statements(">>> f(2)  # wrong, should be 4\n5\n>>> g()\n1\n", "").unwrap();
+        assert_eq!(code, "assert (f(2)) != 5, \"the issue shows `f(2)` giving 5\"\n");
+        assert_eq!(expected, None);
+        // Arrows and hashes inside code are code.
+        let (code, _) = doctest_statements(">>> a <--1\nFalse\n>>> f('<-- not this one', '# wrong')\n3\n", "").unwrap();
+        assert_eq!(code, "assert (a <--1) == False\nassert (f('<-- not this one', '# wrong')) == 3\n");
+    }
+
+    #[test]
+    fn ipython_sessions_are_sessions_and_a_title_can_quote_the_bug() {
+        // sympy__sympy-11400: the title quotes the call and says it does not work; the
+        // session after it is what it could print instead.
+        let raw = "ccode(sinc(x)) doesn't work\n```\nIn [30]: ccode(sinc(x))\nOut[30]: '// Not supported in C:\\n// sinc\\nsinc(x)'\n```\n\nI don't think `math.h` has `sinc`, but it could print\n\n```\nIn [38]: ccode(Piecewise((sin(theta)/theta, Ne(theta, 0)), (1, True)))\nOut[38]: '((Ne(theta, 0)) ? (\\n   sin(theta)/theta\\n)\\n: (\\n   1\\n))'\n```\n";
+        let prose = "ccode(sinc(x)) doesn't work\nI don't think `math.h` has `sinc`, but it could print\n";
+        let (code, expected) = doctest_statements(raw, prose).unwrap();
+        assert_eq!(
+            code,
+            "assert (ccode(sinc(x))) != '// Not supported in C:\\n// sinc\\nsinc(x)', \"the issue shows `ccode(sinc(x))` giving '// Not supported in C:\\\\n// sinc\\\\nsinc(x)'\"\n"
+        );
+        assert_eq!(expected, None);
+        // A literal with double quotes in it is escaped in the message.
+        let (code, _) = doctest_statements(">>> name(x)  # wrong\n\"a\\\\\"\n", "").unwrap();
+        assert_eq!(code, "assert (name(x)) != \"a\\\\\", \"the issue shows `name(x)` giving \\\"a\\\\\\\\\\\"\"\n");
+        assert!(super::super::body::parses(&code), "{code}");
+        // Without a sentence that calls it wrong, a shown value is what it does; a blank
+        // line may stand between `In` and `Out`, and `...:` continues a statement.
+        let (code, _) =
+            doctest_statements("In [1]: f(2)\n\nOut[1]: 4\n\nIn [2]: for i in [1]:\n   ...:     g(i)\n   ...:\n", "")
+                .unwrap();
+        assert_eq!(code, "assert (f(2)) == 4\nfor i in [1]:\n    g(i)\n\n");
     }
 
     #[test]
@@ -535,6 +768,7 @@ mod tests {
             dialect: "python",
             code: "from a import f\n\nassert f() == 1\n".into(),
             from_doctest: false,
+            expected: None,
         };
         let dir = tempfile::tempdir().unwrap();
         let conv = super::super::conventions::conventions(dir.path(), &[]);
