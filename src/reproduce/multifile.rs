@@ -548,19 +548,155 @@ pub struct Plan {
     pub needle: Option<String>,
     /// The outcome the prose expects.
     pub want: Vec<Cond>,
+    /// Output lines the issue shows going wrong, next to the ones it shows right.
+    pub contrast: Option<Contrast>,
     /// The failure that reproduces the issue.
     pub expected: Expected,
+}
+
+/// Two runs of the example the issue shows: the output it presents as right ("this is
+/// indeed what happens with `pytest -rs`:") and the output it presents as wrong ("adding
+/// `pytest -rs --runxfail` breaks this:"). The test runs the wrong one's command; the lines
+/// only it shows must not appear, the lines only the right one shows must, both read
+/// with line numbers and directories aside.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Contrast {
+    /// The command the wrong output came from.
+    pub command: Command,
+    /// Lines only the wrong output shows.
+    pub absent: Vec<String>,
+    /// Lines only the right output shows.
+    pub present: Vec<String>,
+}
+
+/// Words of the line before an output block that present it as wrong, and as right.
+const WRONG_OUTPUT: [&str; 9] =
+    ["break", "wrong", "incorrect", "however", " but ", "instead", "bug", "actual", "unexpected"];
+const RIGHT_OUTPUT: [&str; 8] =
+    ["expected", "should", "correct", "indeed", "as it should", "works", "fine", "properly"];
+
+/// Is the block after this line presented as wrong (`Some(false)`) or right (`Some(true)`)?
+/// The cue nearest the block decides: "it should show X, but instead shows:" is wrong,
+/// "but it should be:" is right.
+fn presented_as(line: &str) -> Option<bool> {
+    let l = format!(" {} ", line.to_lowercase());
+    let last = |cues: &[&str]| cues.iter().filter_map(|c| l.rfind(c)).max();
+    match (last(&WRONG_OUTPUT), last(&RIGHT_OUTPUT)) {
+        (Some(w), Some(r)) => Some(r > w),
+        (Some(_), None) => Some(false),
+        (None, Some(_)) => Some(true),
+        (None, None) => None,
+    }
+}
+
+/// Lines of an output block that say something about the run: not pytest's header, rule
+/// lines, timings or summary counts, which differ from machine to machine.
+fn telling_lines(body: &str) -> Vec<String> {
+    body.lines()
+        .map(|l| l.trim().trim_start_matches("> ").trim())
+        .filter(|t| {
+            !t.is_empty()
+                && !t.starts_with("$ ")
+                && !t.starts_with('=')
+                && !t.starts_with('-')
+                && !["platform ", "rootdir:", "cachedir:", "plugins:", "collected ", "collecting "]
+                    .iter()
+                    .any(|p| t.starts_with(p))
+                && summary_counts(t).is_none()
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// The command a block's own lines or the line before it (in a code span) gives.
+fn block_command(b: &Block, files: &[File]) -> Option<Command> {
+    if let Some(c) = b.body.lines().filter(|l| l.trim_start().starts_with('$')).find_map(|l| command_of(l, files)) {
+        return Some(c);
+    }
+    let mut rest = b.before.as_str();
+    let mut found = None;
+    while let Some(i) = rest.find('`') {
+        let after = &rest[i + 1..];
+        let Some(j) = after.find('`') else { break };
+        found = command_of(&after[..j], files).or(found);
+        rest = &after[j + 1..];
+    }
+    found
+}
+
+/// The contrast the issue shows, when it shows one output as wrong (with the command
+/// that gave it) and one as right, and they differ in a few telling lines.
+pub fn contrast(raw: &str, files: &[File]) -> Option<Contrast> {
+    let outputs: Vec<(Block, bool)> = blocks(raw)
+        .into_iter()
+        .filter(|b| {
+            !b.body.trim().is_empty()
+                && !files.iter().any(|f| f.text == b.body)
+                && !matches!(b.tag.as_str(), "python" | "py" | "python3" | "pycon" | "ini" | "toml" | "cfg")
+        })
+        .filter_map(|b| presented_as(&b.before).map(|right| (b, right)))
+        .collect();
+    let wrong: Vec<&Block> = outputs.iter().filter(|(_, r)| !r).map(|(b, _)| b).collect();
+    let right: Vec<&Block> = outputs.iter().filter(|(_, r)| *r).map(|(b, _)| b).collect();
+    let ([w], [r]) = (wrong.as_slice(), right.as_slice()) else { return None };
+    let command = block_command(w, files)?;
+    let (wl, rl) = (telling_lines(&w.body), telling_lines(&r.body));
+    let absent: Vec<String> = wl.iter().filter(|l| !rl.contains(l)).cloned().collect();
+    let present: Vec<String> = rl.iter().filter(|l| !wl.contains(l)).cloned().collect();
+    // A handful of lines is a contrast; whole different sessions are not.
+    (!absent.is_empty() && absent.len() <= 5 && present.len() <= 5).then_some(Contrast { command, absent, present })
+}
+
+/// The one test module of an issue whose example is a single unnamed block, named by the
+/// output that reports on it (`SKIPPED [1] test_it.py:3: ...` names `test_it.py`).
+fn named_by_output(raw: &str, c: &Contrast) -> Option<File> {
+    let modules: Vec<Block> = blocks(raw)
+        .into_iter()
+        .filter(|b| {
+            matches!(b.tag.as_str(), "python" | "py" | "python3" | "")
+                && b.body.lines().any(|l| l.trim_start().starts_with("def test"))
+                && super::body::parses(&b.body)
+        })
+        .collect();
+    let [m] = modules.as_slice() else { return None };
+    let mut names: Vec<String> = Vec::new();
+    for l in c.absent.iter().chain(&c.present) {
+        for w in l.split_whitespace() {
+            let head = w.split(':').next().unwrap_or("");
+            if let Some(n) = file_name(head).filter(|n| !n.contains('/')) {
+                let base = n.trim_end_matches(".py");
+                if n.ends_with(".py") && (base.starts_with("test_") || base.ends_with("_test")) && !names.contains(&n) {
+                    names.push(n);
+                }
+            }
+        }
+    }
+    match names.as_slice() {
+        [n] => Some(File { name: n.clone(), text: m.body.clone() }),
+        _ => None,
+    }
 }
 
 /// The plan for an issue whose example is several files: `Ok(None)` when it is not one,
 /// `Err(reason)` when no honest assertion can be built.
 pub fn plan(raw: &str) -> Result<Option<Plan>, String> {
-    let files = files(raw);
+    let mut files = files(raw);
+    let mut contrast = contrast(raw, &files);
     if files.is_empty() {
-        return Ok(None);
+        // One test module, unnamed, with the output of two runs of it.
+        match contrast.as_ref().and_then(|c| named_by_output(raw, c)) {
+            Some(f) => {
+                files.push(f);
+                contrast = contrast.filter(|c| matches!(c.command, Command::Pytest(_)));
+                if contrast.is_none() {
+                    return Ok(None);
+                }
+            }
+            None => return Ok(None),
+        }
     }
     let names = files.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ");
-    let Some(command) = command(raw, &files) else {
+    let Some(command) = contrast.as_ref().map(|c| c.command.clone()).or_else(|| command(raw, &files)) else {
         return Err(format!(
             "the issue's example is {} files ({names}) but it does not show how they are run (a `pytest ...` or `python FILE` command)",
             files.len()
@@ -604,6 +740,10 @@ pub fn plan(raw: &str) -> Result<Option<Plan>, String> {
     let reported = if matches!(command, Command::Pytest(_)) { reported_outcome(raw, &files) } else { None };
     let expected = match (&needle, &reported) {
         (Some(n), _) => Expected { kind: "AssertionError".into(), message: Some(format!("the issue's error appears: {n}")) },
+        (None, _) if contrast.is_some() => {
+            let line = contrast.as_ref().map(|c| c.absent[0].clone()).unwrap_or_default();
+            Expected { kind: "AssertionError".into(), message: Some(format!("the output the issue calls wrong appears: {line}")) }
+        }
         (None, Some(r)) if !want.is_empty() && !holds(&want, r) => {
             Expected { kind: "AssertionError".into(), message: Some(format!("outcome {};", fmt_counts(r))) }
         }
@@ -620,7 +760,7 @@ pub fn plan(raw: &str) -> Result<Option<Plan>, String> {
             ))
         }
     };
-    Ok(Some(Plan { files, command, needle, want, expected }))
+    Ok(Some(Plan { files, command, needle, want, contrast, expected }))
 }
 
 /// The Python helpers the test carries: the summary counts of a pytest run.
@@ -638,6 +778,20 @@ const OUTCOME_HELPER: &str = r#"def _outcome(output):
                 key = "errors" if key.startswith("error") else key
                 counts[key] = int(n)
     return counts
+
+
+def _shows(output, line):
+    """Does a line of the output read as `line`, with line numbers (between colons) and
+    the directories of paths aside?"""
+    parts = []
+    for word in line.split():
+        prefix = ""
+        if "/" in word or "\\" in word or re.match(r"[\w.-]+\.py\b", word):
+            word = re.split(r"[\\/]", word)[-1]
+            prefix = r"(?:\S*[\\/])?"
+        parts.append(prefix + r"\d+".join(re.escape(p) for p in re.split(r"(?<=:)\d+(?=:)", word)))
+    pattern = r"\s+".join(parts)
+    return any(re.fullmatch(pattern, got.strip()) for got in output.splitlines())
 
 
 def _fmt(counts):
@@ -665,6 +819,22 @@ fn checks(p: &Plan, indent: &str) -> String {
         s.push_str(&format!(
             "{indent}# The error the issue reports must not appear.\n{indent}assert {lit} not in output, \"the issue's error appears: \" + {lit}\n"
         ));
+    }
+    if let Some(c) = &p.contrast {
+        for l in &c.absent {
+            let lit = py_list(std::slice::from_ref(l));
+            let lit = &lit[1..lit.len() - 1];
+            s.push_str(&format!(
+                "{indent}# The issue shows this line as the wrong output.\n{indent}assert not _shows(output, {lit}), \"the output the issue calls wrong appears: \" + {lit}\n"
+            ));
+        }
+        for l in &c.present {
+            let lit = py_list(std::slice::from_ref(l));
+            let lit = &lit[1..lit.len() - 1];
+            s.push_str(&format!(
+                "{indent}# The issue shows this line as the right output.\n{indent}assert _shows(output, {lit}), \"the output the issue shows right is missing: \" + {lit}\n"
+            ));
+        }
     }
     if !p.want.is_empty() {
         s.push_str(&format!(
@@ -716,10 +886,18 @@ pub fn build(
         Command::Pytest(a) => format!("pytest {}", a.join(" ")).trim().to_string(),
         Command::Python(f, a) => format!("python {f} {}", a.join(" ")).trim().to_string(),
     };
+    let from = match p.files.len() {
+        1 => "the file in the issue: writes it".to_string(),
+        n => format!("the {n} files in the issue: writes them"),
+    };
+    let checked = if p.contrast.is_some() {
+        "the output the issue\ncalls wrong does not appear and the output it shows right does"
+    } else {
+        "the\nreported error does not appear and the outcome the issue expects holds"
+    };
     let mut code = format!(
-        "\"\"\"Reproduces: {}\n\nBuilt by reproagent from the {} files in the issue: writes them into a fresh\ndirectory, runs `{how}` there as the issue does, and checks that the\nreported error does not appear and the outcome the issue expects holds.\nFails today with AssertionError: {what}\n\"\"\"\n\n",
+        "\"\"\"Reproduces: {}\n\nBuilt by reproagent from {from} into a fresh\ndirectory, runs `{how}` there as the issue does, and checks that {checked}.\nFails today with AssertionError: {what}\n\"\"\"\n\n",
         title.replace("\"\"\"", "'''"),
-        p.files.len()
     );
     let use_pytester = fixture.is_some() && matches!(p.command, Command::Pytest(_));
     code.push_str("import os\nimport re\nimport textwrap\n");
@@ -900,6 +1078,65 @@ mod tests {
             t.code
         );
         assert!(super::super::body::parses(&t.code), "{}", t.code);
+    }
+
+    #[test]
+    fn two_runs_shown_right_and_wrong_become_lines_that_must_and_must_not_appear() {
+        // The shape of pytest-dev__pytest-7432: one unnamed test module, the output of a run
+        // the issue calls right and of one it says breaks, with the command in the prose.
+        let raw = "skipping: --runxfail breaks skip location reporting\n\n```py\nimport pytest\n@pytest.mark.skip\ndef test_skip_location() -> None:\n    assert 0\n```\n\nthe expected skip location reported should point to the item itself, and this is indeed what happens when running with `pytest -rs`:\n\n```\nSKIPPED [1] test_it.py:3: unconditional skip\n```\n\nHowever, adding `pytest -rs --runxfail` breaks this:\n\n```\nSKIPPED [1] src/_pytest/skipping.py:238: unconditional skip\n```\n\nThe `--runxfail` is only about xfail.\n";
+        let p = plan(raw).unwrap().unwrap();
+        assert_eq!(
+            p.files,
+            vec![File {
+                name: "test_it.py".into(),
+                text: "import pytest\n@pytest.mark.skip\ndef test_skip_location() -> None:\n    assert 0\n".into()
+            }]
+        );
+        assert_eq!(p.command, Command::Pytest(vec!["-rs".into(), "--runxfail".into()]));
+        let c = p.contrast.clone().unwrap();
+        assert_eq!(c.absent, vec!["SKIPPED [1] src/_pytest/skipping.py:238: unconditional skip".to_string()]);
+        assert_eq!(c.present, vec!["SKIPPED [1] test_it.py:3: unconditional skip".to_string()]);
+        assert_eq!(
+            p.expected.message.as_deref(),
+            Some(
+                "the output the issue calls wrong appears: SKIPPED [1] src/_pytest/skipping.py:238: unconditional skip"
+            )
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let conv = super::super::conventions::conventions(dir.path(), &[]);
+        let t = build(dir.path(), &conv, &p, Some("testdir"), "7432", "skip location");
+        assert!(t.code.contains("    testdir.makepyfile(test_it=FILES[\"test_it.py\"])\n    result = testdir.runpytest(*[\"-rs\", \"--runxfail\"])\n"), "{}", t.code);
+        assert!(
+            t.code
+                .contains("assert not _shows(output, \"SKIPPED [1] src/_pytest/skipping.py:238: unconditional skip\")"),
+            "{}",
+            t.code
+        );
+        assert!(super::super::body::parses(&t.code), "{}", t.code);
+        // Neither output presented as wrong, or no command for the wrong one: no plan.
+        assert_eq!(
+            plan(
+                &raw.replace(
+                    "However, adding `pytest -rs --runxfail` breaks this:",
+                    "And with `pytest -rs --runxfail`:"
+                )
+            )
+            .unwrap(),
+            None
+        );
+        assert_eq!(
+            plan(&raw.replace("adding `pytest -rs --runxfail` breaks", "adding the option breaks")).unwrap(),
+            None
+        );
+        // A multi-line session is read for its telling lines only.
+        assert_eq!(
+            telling_lines("$ pytest -rs\n============ test session starts ============\nplatform linux -- Python 3.8\ncollected 1 item\n\nSKIPPED [1] a.py:3: x\n======= 1 skipped in 0.01s =======\n"),
+            vec!["SKIPPED [1] a.py:3: x".to_string()]
+        );
+        assert_eq!(presented_as("It should print 2, but instead prints:"), Some(false));
+        assert_eq!(presented_as("but it should print:"), Some(true));
+        assert_eq!(presented_as("Running it:"), None);
     }
 
     #[test]

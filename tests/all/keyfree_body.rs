@@ -365,3 +365,25 @@ fn frames_of_installed_copies_map_onto_the_repository_and_path_words_stay_out() 
     let loc = localize::localize(&graph, None, issue, 10).unwrap();
     assert!(loc.files.iter().all(|f| !f.reason.starts_with("traceback frame")), "{:?}", loc.files);
 }
+
+const POLYS_BUGGY: &str = "def solve(eqs, *gens):\n    if len(eqs) < len(gens) and gens[0] in eqs[0]:\n        raise NotImplementedError(\"only zero-dimensional systems supported\")\n    return [(1,)]\n";
+const POLYS_FIXED: &str = "def solve(eqs, *gens):\n    if len(eqs) < len(gens):\n        raise NotImplementedError(\"only zero-dimensional systems supported\")\n    return [(1,)]\n";
+
+/// The shape of sympy__sympy-22005: the session shows one call raising, and marks the
+/// same call on other arguments, which returns, as not handled: it must raise too.
+#[test]
+fn a_call_marked_wrong_next_to_one_that_raises_must_raise_the_same() {
+    let issue = "detection of infinite solution request\n\n```python\n>>> from polys import solve\n>>> solve((\"x - 1\",), \"x\", \"y\")\nTraceback (most recent call last):\n...\nNotImplementedError:\nonly zero-dimensional systems supported\n>>> solve((\"y - 1\",), \"x\", \"y\")   <--- this is not handled correctly\n[(1,)]\n```\n";
+    let o = reproduced_and_fixed(&[("polys/__init__.py", POLYS_BUGGY)], ("polys/__init__.py", POLYS_FIXED), issue);
+    assert!(o.failure.as_deref().unwrap().starts_with("Failed: DID NOT RAISE"), "{:?}", o.failure);
+}
+
+/// The shape of sympy__sympy-11400: an IPython session, the title quoting the call and
+/// saying it does not work.
+#[test]
+fn an_ipython_call_the_title_says_does_not_work_must_change_its_answer() {
+    let issue = "tidy('_ab cd_') doesn't work\n\n```\nIn [3]: from textkit import tidy\n\nIn [4]: tidy('_ab cd_')\nOut[4]: '-ab-cd-'\n```\n\nThe separators at the ends should go.\n";
+    let o =
+        reproduced_and_fixed(&[("textkit/__init__.py", TEXTKIT_BUGGY)], ("textkit/__init__.py", TEXTKIT_FIXED), issue);
+    assert!(o.test_code.unwrap().contains("assert (tidy('_ab cd_')) != '-ab-cd-'"));
+}

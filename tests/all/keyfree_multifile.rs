@@ -85,3 +85,25 @@ fn a_multi_file_example_without_a_checkable_failure_is_refused() {
     assert!(o.reason.contains("test_module_1.py, test_module_2.py"), "{}", o.reason);
     assert!(o.reason.contains("no assertion can be checked"), "{}", o.reason);
 }
+
+// The same plugin's option, skipping from a hook: pytest reports the plugin's line as
+// where the test was skipped, not the test's (the shape of pytest-dev__pytest-7432).
+const SKIPLOC_BUGGY: &str = "import pytest\n\n\ndef pytest_addoption(parser):\n    parser.addoption(\"--skip-slow\", action=\"store_true\", help=\"skip tests marked slow\")\n\n\ndef pytest_configure(config):\n    config.addinivalue_line(\"markers\", \"slow: a slow test\")\n\n\ndef pytest_runtest_setup(item):\n    if item.config.getoption(\"--skip-slow\") and item.get_closest_marker(\"slow\"):\n        pytest.skip(\"--skip-slow\")\n";
+
+#[test]
+fn output_lines_shown_wrong_and_right_are_checked_in_a_pytester_run() {
+    let issue = "--skip-slow reports the plugin as the skip location\n\n```python\nimport pytest\n\n@pytest.mark.slow\ndef test_slow():\n    assert 0\n```\n\nThe skip location reported should point to the test itself:\n\n```\nSKIPPED [1] test_slow.py:3: --skip-slow\n```\n\nbut `pytest -rs -p slowskip --skip-slow` shows the plugin instead:\n\n```\nSKIPPED [1] slowskip.py:14: --skip-slow\n```\n";
+    let o = reproduced_and_fixed(
+        &[("slowskip.py", SKIPLOC_BUGGY), ("conftest.py", PLUG_CONFTEST), ("tests/test_slowskip.py", PLUG_TEST)],
+        ("slowskip.py", &PLUG_BUGGY.replace("\"slows\"", "\"slow\"")),
+        issue,
+    );
+    let code = o.test_code.unwrap();
+    assert!(code.contains("pytester.makepyfile(test_slow=FILES[\"test_slow.py\"])"), "{code}");
+    assert!(code.contains("pytester.runpytest(*[\"-rs\", \"-p\", \"slowskip\", \"--skip-slow\"])"), "{code}");
+    assert_eq!(
+        o.failure.as_deref(),
+        Some("AssertionError: the output the issue calls wrong appears: SKIPPED [1] slowskip.py:14: --skip-slow"),
+        "{code}"
+    );
+}
