@@ -451,12 +451,15 @@ fn exception_line(line: &str) -> Option<Exception> {
         None => (t, ""),
     };
     let last = kind.rsplit('.').next().unwrap_or(kind);
+    // A module's own lowercase class, qualified: `re.error`, `socket.error`.
+    let module_error = last == "error" && kind.len() > "error".len() && kind.split('.').all(|p| !p.is_empty());
     let ok = !kind.contains(' ')
-        && last.chars().next().is_some_and(|c| c.is_uppercase())
-        && (last.ends_with("Error")
-            || last.ends_with("Exception")
-            || last.ends_with("Warning")
-            || last == "AssertionError")
+        && (module_error
+            || last.chars().next().is_some_and(|c| c.is_uppercase())
+                && (last.ends_with("Error")
+                    || last.ends_with("Exception")
+                    || last.ends_with("Warning")
+                    || last == "AssertionError"))
         && kind.chars().all(|c| c.is_alphanumeric() || c == '.' || c == '_' || c == '$');
     if !ok {
         return None;
@@ -481,6 +484,15 @@ mod tests {
         assert!(!words.iter().any(|w| w == "word79"), "{words:?}");
         // The fence's language tag is not one of the words.
         assert!(!words.iter().any(|w| w == "shell"), "{words:?}");
+    }
+
+    #[test]
+    fn a_qualified_lowercase_error_class_is_an_exception() {
+        // pylint-dev__pylint-7228's last traceback line.
+        let e = exception_line("re.error: bad escape \\p at position 1").unwrap();
+        assert_eq!((e.kind.as_str(), e.message.as_str()), ("re.error", "bad escape \\p at position 1"));
+        assert!(exception_line("error: something").is_none());
+        assert!(exception_line("terror: x").is_none());
     }
 
     #[test]

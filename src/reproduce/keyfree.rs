@@ -324,7 +324,11 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
     // The test goes where the tests of the suspect code live, in their form.
     let suspects: Vec<String> = loc_art.locations.iter().map(|l| l.file.clone()).collect();
     let conv = super::conventions::conventions(&req.root, &suspects);
-    let multi = if langs.contains(&Lang::Python) { super::multifile::plan(&req.issue_text) } else { Ok(None) };
+    let multi = if langs.contains(&Lang::Python) {
+        super::multifile::plan(&req.issue_text, &super::multifile::project_commands(&req.root))
+    } else {
+        Ok(None)
+    };
     // The test from a snippet of the issue, given the names found importable in the
     // environment (none before the sandbox is open; see `probe_modules`).
     let from_snippet = |snippet: &Snippet, modules: &[String]| -> Result<Built, String> {

@@ -37,6 +37,9 @@ pub enum Command {
     Pytest(Vec<String>),
     /// `python FILE ARGS`, FILE one of the example's files.
     Python(String, Vec<String>),
+    /// The project's own command (`pylint ARGS`, `python -m pylint ARGS`): a package of
+    /// the repository with a `__main__.py`, run as `python -m PACKAGE ARGS`.
+    Module(String, Vec<String>),
 }
 
 /// A condition on one count of pytest's summary line.
@@ -103,6 +106,12 @@ fn file_name(w: &str) -> Option<String> {
     let w = w.trim_matches(|c: char| matches!(c, '`' | '*' | '"' | '\'' | ':' | ',' | '(' | ')' | '[' | ']' | ';'));
     let w = w.trim_end_matches('.');
     let w = w.strip_prefix("./").unwrap_or(w);
+    // A tool's run-control file: `.pylintrc`, `.coveragerc`.
+    if let Some(rc) = w.strip_prefix('.').filter(|r| r.len() > 2 && r.ends_with("rc")) {
+        if rc.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_') {
+            return Some(w.to_string());
+        }
+    }
     let (stem, ext) = w.rsplit_once('.')?;
     let ok_part = |p: &str| !p.is_empty() && p.chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'));
     (EXTS.contains(&ext)
@@ -168,6 +177,16 @@ pub fn summary_counts(line: &str) -> Option<Vec<(&'static str, u32)>> {
 
 /// The example's files, when the issue names two or more (at least one Python).
 pub fn files(raw: &str) -> Vec<File> {
+    let out = named_files(raw);
+    if out.len() >= 2 && out.iter().any(|f| f.name.ends_with(".py")) {
+        out
+    } else {
+        Vec::new()
+    }
+}
+
+/// Every file the issue names and shows, in order, the first block of a name kept.
+fn named_files(raw: &str) -> Vec<File> {
     let mut out: Vec<File> = Vec::new();
     for b in blocks(raw) {
         if b.body.trim().is_empty() || is_output(&b.body) {
@@ -186,11 +205,7 @@ pub fn files(raw: &str) -> Vec<File> {
             out.push(File { name, text: b.body });
         }
     }
-    if out.len() >= 2 && out.iter().any(|f| f.name.ends_with(".py")) {
-        out
-    } else {
-        Vec::new()
-    }
+    out
 }
 
 /// Split a shell line into words (quotes kept together, not interpreted further).
@@ -222,8 +237,9 @@ fn words(s: &str) -> Vec<String> {
     out
 }
 
-/// The command a line runs, when it runs the example.
-fn command_of(line: &str, files: &[File]) -> Option<Command> {
+/// The command a line runs, when it runs the example. `clis`: the project's own commands
+/// (see [`project_commands`]).
+fn command_of(line: &str, files: &[File], clis: &[String]) -> Option<Command> {
     let t = line.trim().trim_start_matches('$').trim_start_matches('>').trim();
     // Up to a pipe, a redirection or a second command.
     let t = t.split(['|', '>', ';', '&']).next().unwrap_or("").trim();
@@ -233,28 +249,55 @@ fn command_of(line: &str, files: &[File]) -> Option<Command> {
         s == "python" || s.strip_prefix("python").is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'))
     };
     let args = |from: usize| w[from..].to_vec();
+    // `pylint 2.14.4` is the tool telling its version, not a run.
+    let tool = |name: &str, from: usize| {
+        let version = w.get(from).is_some_and(|a| {
+            a.starts_with(|c: char| c.is_ascii_digit()) && a.chars().all(|c| c.is_ascii_digit() || c == '.')
+        });
+        (clis.iter().any(|c| c == name) && !version).then(|| Command::Module(name.to_string(), args(from)))
+    };
     match w.first().map(String::as_str) {
         Some("pytest" | "py.test") => Some(Command::Pytest(args(1))),
         Some(p) if is_python(p) => match (w.get(1).map(String::as_str), w.get(2).map(String::as_str)) {
             (Some("-m"), Some("pytest")) => Some(Command::Pytest(args(3))),
+            (Some("-m"), Some(m)) => tool(m, 3),
             (Some(f), _) if files.iter().any(|x| x.name == f && f.ends_with(".py")) => {
                 Some(Command::Python(f.to_string(), args(2)))
             }
             _ => None,
         },
-        _ => None,
+        Some(name) => tool(name, 1),
+        None => None,
     }
+}
+
+/// The project's own commands: its packages (at the root or under `src/`) that run as
+/// `python -m NAME`, having a `__main__.py`.
+pub fn project_commands(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for base in [root.to_path_buf(), root.join("src")] {
+        let Ok(entries) = std::fs::read_dir(&base) else { continue };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            if is_ident(&name) && e.path().join("__main__.py").is_file() && e.path().join("__init__.py").is_file() {
+                out.push(name);
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// How the issue runs its example: the first command line (in a block or a code span)
 /// that runs pytest or one of the files; else pytest, when a file is a test module or
 /// a conftest, or `python` on the one `__main__` script.
-pub fn command(raw: &str, files: &[File]) -> Option<Command> {
+pub fn command(raw: &str, files: &[File], clis: &[String]) -> Option<Command> {
     for b in blocks(raw) {
         if files.iter().any(|f| f.text == b.body) {
             continue;
         }
-        if let Some(c) = b.body.lines().find_map(|l| command_of(l, files)) {
+        if let Some(c) = b.body.lines().find_map(|l| command_of(l, files, clis)) {
             return Some(c);
         }
     }
@@ -263,7 +306,7 @@ pub fn command(raw: &str, files: &[File]) -> Option<Command> {
     while let Some(i) = rest.find('`') {
         let after = &rest[i + 1..];
         let Some(j) = after.find('`') else { break };
-        if let Some(c) = command_of(&after[..j], files) {
+        if let Some(c) = command_of(&after[..j], files, clis) {
             return Some(c);
         }
         rest = &after[j + 1..];
@@ -550,6 +593,8 @@ pub struct Plan {
     pub want: Vec<Cond>,
     /// Output lines the issue shows going wrong, next to the ones it shows right.
     pub contrast: Option<Contrast>,
+    /// What was changed in the issue's files so they read as the issue's did, one line each.
+    pub notes: Vec<String>,
     /// The failure that reproduces the issue.
     pub expected: Expected,
 }
@@ -609,8 +654,9 @@ fn telling_lines(body: &str) -> Vec<String> {
 }
 
 /// The command a block's own lines or the line before it (in a code span) gives.
-fn block_command(b: &Block, files: &[File]) -> Option<Command> {
-    if let Some(c) = b.body.lines().filter(|l| l.trim_start().starts_with('$')).find_map(|l| command_of(l, files)) {
+fn block_command(b: &Block, files: &[File], clis: &[String]) -> Option<Command> {
+    if let Some(c) = b.body.lines().filter(|l| l.trim_start().starts_with('$')).find_map(|l| command_of(l, files, clis))
+    {
         return Some(c);
     }
     let mut rest = b.before.as_str();
@@ -618,7 +664,7 @@ fn block_command(b: &Block, files: &[File]) -> Option<Command> {
     while let Some(i) = rest.find('`') {
         let after = &rest[i + 1..];
         let Some(j) = after.find('`') else { break };
-        found = command_of(&after[..j], files).or(found);
+        found = command_of(&after[..j], files, clis).or(found);
         rest = &after[j + 1..];
     }
     found
@@ -626,7 +672,7 @@ fn block_command(b: &Block, files: &[File]) -> Option<Command> {
 
 /// The contrast the issue shows, when it shows one output as wrong (with the command
 /// that gave it) and one as right, and they differ in a few telling lines.
-pub fn contrast(raw: &str, files: &[File]) -> Option<Contrast> {
+pub fn contrast(raw: &str, files: &[File], clis: &[String]) -> Option<Contrast> {
     let outputs: Vec<(Block, bool)> = blocks(raw)
         .into_iter()
         .filter(|b| {
@@ -639,7 +685,7 @@ pub fn contrast(raw: &str, files: &[File]) -> Option<Contrast> {
     let wrong: Vec<&Block> = outputs.iter().filter(|(_, r)| !r).map(|(b, _)| b).collect();
     let right: Vec<&Block> = outputs.iter().filter(|(_, r)| *r).map(|(b, _)| b).collect();
     let ([w], [r]) = (wrong.as_slice(), right.as_slice()) else { return None };
-    let command = block_command(w, files)?;
+    let command = block_command(w, files, clis)?;
     let (wl, rl) = (telling_lines(&w.body), telling_lines(&r.body));
     let absent: Vec<String> = wl.iter().filter(|l| !rl.contains(l)).cloned().collect();
     let present: Vec<String> = rl.iter().filter(|l| !wl.contains(l)).cloned().collect();
@@ -679,10 +725,16 @@ fn named_by_output(raw: &str, c: &Contrast) -> Option<File> {
 
 /// The plan for an issue whose example is several files: `Ok(None)` when it is not one,
 /// `Err(reason)` when no honest assertion can be built.
-pub fn plan(raw: &str) -> Result<Option<Plan>, String> {
+pub fn plan(raw: &str, clis: &[String]) -> Result<Option<Plan>, String> {
     let mut files = files(raw);
-    let mut contrast = contrast(raw, &files);
-    if files.is_empty() {
+    let mut contrast = contrast(raw, &files, clis);
+    let named = named_files(raw);
+    let tool_run = || command(raw, &named, clis).filter(|c| matches!(c, Command::Module(..)));
+    if files.is_empty() && !named.is_empty() && tool_run().is_some() {
+        // The project's own command run on the files the issue shows (a tool's config).
+        files = named.clone();
+        contrast = self::contrast(raw, &files, clis);
+    } else if files.is_empty() {
         // One test module, unnamed, with the output of two runs of it.
         match contrast.as_ref().and_then(|c| named_by_output(raw, c)) {
             Some(f) => {
@@ -696,10 +748,10 @@ pub fn plan(raw: &str) -> Result<Option<Plan>, String> {
         }
     }
     let names = files.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ");
-    let Some(command) = contrast.as_ref().map(|c| c.command.clone()).or_else(|| command(raw, &files)) else {
+    let Some(command) = contrast.as_ref().map(|c| c.command.clone()).or_else(|| command(raw, &files, clis)) else {
         return Err(format!(
-            "the issue's example is {} files ({names}) but it does not show how they are run (a `pytest ...` or `python FILE` command)",
-            files.len()
+            "the issue's example is {} ({names}) but it does not show how they are run (a `pytest ...` or `python FILE` command)",
+            n_files(files.len())
         ));
     };
     // The reported error and prose: read from the issue without the files (an exception
@@ -749,18 +801,54 @@ pub fn plan(raw: &str) -> Result<Option<Plan>, String> {
         }
         (None, Some(_)) if !want.is_empty() => {
             return Err(format!(
-                "the issue's example is {} files ({names}): the outcome it shows already meets the one its prose expects, so no failure can be checked",
-                files.len()
+                "the issue's example is {} ({names}): the outcome it shows already meets the one its prose expects, so no failure can be checked",
+                n_files(files.len())
             ))
         }
         _ => {
             return Err(format!(
-                "the issue's example is {} files ({names}) but it shows neither the error it reports nor the outcome it gets and the one it expects: no assertion can be checked against it",
-                files.len()
+                "the issue's example is {} ({names}) but it shows neither the error it reports nor the outcome it gets and the one it expects: no assertion can be checked against it",
+                n_files(files.len())
             ))
         }
     };
-    Ok(Some(Plan { files, command, needle, want, contrast, expected }))
+    let mut notes = Vec::new();
+    if let Command::Module(cli, _) = &command {
+        for f in files.iter_mut() {
+            if let Some(text) = with_section(&f.name, &f.text, cli) {
+                notes.push(format!(
+                    "{}: the issue shows its settings without a section, which configparser does not read; they go under [{cli}].",
+                    f.name
+                ));
+                f.text = text;
+            }
+        }
+    }
+    Ok(Some(Plan { files, command, needle, want, contrast, notes, expected }))
+}
+
+/// A run-control file (`.pylintrc`) the issue shows as bare `key=value` lines: the lines
+/// under a `[CLI]` section, since an INI file's settings must sit in one to be read at
+/// all (the issue pasted the setting, not the file's header). `None` when it has a
+/// section already or is no INI.
+fn with_section(name: &str, text: &str, cli: &str) -> Option<String> {
+    if !(name.starts_with('.') && name.ends_with("rc")) {
+        return None;
+    }
+    let first = text.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with(';'))?;
+    let key = first.split(['=', ':']).next().unwrap_or("").trim();
+    let setting = first.contains(['=', ':'])
+        && !key.is_empty()
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
+    (!first.starts_with('[') && setting).then(|| format!("[{cli}]\n{text}"))
+}
+
+fn n_files(n: usize) -> String {
+    if n == 1 {
+        "1 file".to_string()
+    } else {
+        format!("{n} files")
+    }
 }
 
 /// The Python helpers the test carries: the summary counts of a pytest run.
@@ -885,6 +973,7 @@ pub fn build(
     let how = match &p.command {
         Command::Pytest(a) => format!("pytest {}", a.join(" ")).trim().to_string(),
         Command::Python(f, a) => format!("python {f} {}", a.join(" ")).trim().to_string(),
+        Command::Module(m, a) => format!("{m} {}", a.join(" ")).trim().to_string(),
     };
     let from = match p.files.len() {
         1 => "the file in the issue: writes it".to_string(),
@@ -892,19 +981,27 @@ pub fn build(
     };
     let checked = if p.contrast.is_some() {
         "the output the issue\ncalls wrong does not appear and the output it shows right does"
+    } else if p.want.is_empty() {
+        "the\nreported error does not appear"
     } else {
         "the\nreported error does not appear and the outcome the issue expects holds"
     };
     let mut code = format!(
-        "\"\"\"Reproduces: {}\n\nBuilt by reproagent from {from} into a fresh\ndirectory, runs `{how}` there as the issue does, and checks that {checked}.\nFails today with AssertionError: {what}\n\"\"\"\n\n",
-        title.replace("\"\"\"", "'''"),
+        "\"\"\"Reproduces: {}\n\nBuilt by reproagent from {from} into a fresh\ndirectory, runs `{}` there as the issue does, and checks that {checked}.\nFails today with AssertionError: {}\n\"\"\"\n\n",
+        super::synth::docstring_text(title),
+        super::synth::docstring_text(&how),
+        super::synth::docstring_text(&what),
     );
     let use_pytester = fixture.is_some() && matches!(p.command, Command::Pytest(_));
     code.push_str("import os\nimport re\nimport textwrap\n");
     if !use_pytester {
         code.push_str("import subprocess\nimport sys\nimport tempfile\n");
     }
-    code.push_str("\n\nFILES = {\n");
+    code.push_str("\n\n");
+    for n in &p.notes {
+        code.push_str(&format!("# {n}\n"));
+    }
+    code.push_str("FILES = {\n");
     for f in &p.files {
         code.push_str(&format!("    \"{}\": {},\n", f.name, py_literal(&f.text)));
     }
@@ -948,6 +1045,7 @@ pub fn build(
     let argv = match &p.command {
         Command::Pytest(a) => format!("[sys.executable, \"-m\", \"pytest\"] + {}", py_list(a)),
         Command::Python(f, a) => format!("[sys.executable, \"{f}\"] + {}", py_list(a)),
+        Command::Module(m, a) => format!("[sys.executable, \"-m\", \"{m}\"] + {}", py_list(a)),
     };
     let i = form.indent();
     let mut body = String::new();
@@ -992,15 +1090,15 @@ mod tests {
     fn the_command_comes_from_a_code_span_with_its_options() {
         let f = files(TWO_MODULES);
         assert_eq!(
-            command(TWO_MODULES, &f),
+            command(TWO_MODULES, &f, &[]),
             Some(Command::Pytest(vec!["-q".into(), "--lf".into(), "test_alpha.py".into(), "test_beta.py".into()]))
         );
         let raw = "a.py\n```python\nX = 1\n```\nmain.py\n```python\nimport a\nprint(a.X)\n```\n```\n$ python3 main.py --fast\n```\n";
         let f = files(raw);
-        assert_eq!(command(raw, &f), Some(Command::Python("main.py".into(), vec!["--fast".into()])));
+        assert_eq!(command(raw, &f, &[]), Some(Command::Python("main.py".into(), vec!["--fast".into()])));
         // No command: pytest when a file is a test module.
         let raw = "conftest.py\n```python\nX = 1\n```\ntest_z.py\n```python\ndef test_z():\n    pass\n```\n";
-        assert_eq!(command(raw, &files(raw)), Some(Command::Pytest(vec![])));
+        assert_eq!(command(raw, &files(raw), &[]), Some(Command::Pytest(vec![])));
     }
 
     #[test]
@@ -1021,7 +1119,7 @@ mod tests {
 
     #[test]
     fn the_plan_claims_only_the_issues_failure() {
-        let p = plan(TWO_MODULES).unwrap().unwrap();
+        let p = plan(TWO_MODULES, &[]).unwrap().unwrap();
         // No exception line in the report: the outcome is the failure to match.
         assert_eq!(p.needle, None);
         assert_eq!(p.want, vec![Cond { key: "passed", op: "==", n: 2 }]);
@@ -1029,7 +1127,7 @@ mod tests {
         // With an error in the report, the error is the failure.
         let raw = TWO_MODULES
             .replace("E       fixture 'box' not found", "E   FileNotFoundError: [Errno 2] No such file: '/home/me/x'");
-        let p = plan(&raw).unwrap().unwrap();
+        let p = plan(&raw, &[]).unwrap().unwrap();
         assert_eq!(p.needle.as_deref(), Some("FileNotFoundError: [Errno 2] No such file"));
         assert_eq!(
             error_needle("ModuleNotFoundError", "No module named 'plug'"),
@@ -1039,16 +1137,16 @@ mod tests {
         assert_eq!(error_needle("ValueError", "<Box object at 0x7f00>"), "ValueError");
         // Neither an error nor today's outcome: refused, with the reason.
         let raw = "Bad\n\nconftest.py\n```python\nX = 1\n```\ntest_q.py\n```python\ndef test_q():\n    pass\n```\nIt behaves oddly.\n";
-        let e = plan(raw).unwrap_err();
+        let e = plan(raw, &[]).unwrap_err();
         assert!(e.contains("neither the error"), "{e}");
         // The outcome shown already meets the expectation: nothing to reproduce.
         let raw = TWO_MODULES.replace("1 failed, 1 passed", "2 passed");
-        assert!(plan(&raw).unwrap_err().contains("already meets"));
+        assert!(plan(&raw, &[]).unwrap_err().contains("already meets"));
     }
 
     #[test]
     fn the_test_writes_runs_and_checks() {
-        let p = plan(TWO_MODULES).unwrap().unwrap();
+        let p = plan(TWO_MODULES, &[]).unwrap().unwrap();
         let dir = tempfile::tempdir().unwrap();
         let conv = super::super::conventions::conventions(dir.path(), &[]);
         let t = build(dir.path(), &conv, &p, None, "77", "Shared fixture lost");
@@ -1085,7 +1183,7 @@ mod tests {
         // The shape of pytest-dev__pytest-7432: one unnamed test module, the output of a run
         // the issue calls right and of one it says breaks, with the command in the prose.
         let raw = "skipping: --runxfail breaks skip location reporting\n\n```py\nimport pytest\n@pytest.mark.skip\ndef test_skip_location() -> None:\n    assert 0\n```\n\nthe expected skip location reported should point to the item itself, and this is indeed what happens when running with `pytest -rs`:\n\n```\nSKIPPED [1] test_it.py:3: unconditional skip\n```\n\nHowever, adding `pytest -rs --runxfail` breaks this:\n\n```\nSKIPPED [1] src/_pytest/skipping.py:238: unconditional skip\n```\n\nThe `--runxfail` is only about xfail.\n";
-        let p = plan(raw).unwrap().unwrap();
+        let p = plan(raw, &[]).unwrap().unwrap();
         assert_eq!(
             p.files,
             vec![File {
@@ -1120,13 +1218,14 @@ mod tests {
                 &raw.replace(
                     "However, adding `pytest -rs --runxfail` breaks this:",
                     "And with `pytest -rs --runxfail`:"
-                )
+                ),
+                &[]
             )
             .unwrap(),
             None
         );
         assert_eq!(
-            plan(&raw.replace("adding `pytest -rs --runxfail` breaks", "adding the option breaks")).unwrap(),
+            plan(&raw.replace("adding `pytest -rs --runxfail` breaks", "adding the option breaks"), &[]).unwrap(),
             None
         );
         // A multi-line session is read for its telling lines only.
@@ -1137,6 +1236,42 @@ mod tests {
         assert_eq!(presented_as("It should print 2, but instead prints:"), Some(false));
         assert_eq!(presented_as("but it should print:"), Some(true));
         assert_eq!(presented_as("Running it:"), None);
+    }
+
+    #[test]
+    fn the_projects_own_command_runs_a_config_file_the_issue_shows() {
+        // The shape of pylint-dev__pylint-7228 (pylint's issue template): a run-control
+        // file with a bare setting, the command, the traceback it gives.
+        let raw = "rgx including '\\p{Han}' throws an error\n\n### Configuration\n.pylintrc:\n\n```ini\nfunction-rgx=[\\p{Han}a-z_][\\p{Han}a-z0-9_]{2,30}$\n```\n\n### Command used\n\n```shell\npylint\n```\n\n### Pylint output\n\n```shell\nTraceback (most recent call last):\n  File \"/usr/lib/python3.9/sre_parse.py\", line 350, in _class_escape\n    raise source.error('bad escape %s' % escape, len(escape))\nre.error: bad escape \\p at position 1\n```\n\n### Expected behavior\n\nnot throw error\n\n### Pylint version\n\n```shell\npylint 2.14.4\n```\n";
+        // Without the project's command it is no example of several files.
+        assert_eq!(plan(raw, &[]).unwrap(), None);
+        let clis = vec!["pylint".to_string()];
+        let p = plan(raw, &clis).unwrap().unwrap();
+        assert_eq!(p.command, Command::Module("pylint".into(), vec![]));
+        assert_eq!(p.files[0].name, ".pylintrc");
+        assert_eq!(p.files[0].text, "[pylint]\nfunction-rgx=[\\p{Han}a-z_][\\p{Han}a-z0-9_]{2,30}$\n");
+        assert_eq!(p.notes.len(), 1);
+        assert_eq!(p.needle.as_deref(), Some("error: bad escape"));
+        let dir = tempfile::tempdir().unwrap();
+        let conv = super::super::conventions::conventions(dir.path(), &[]);
+        let t = build(dir.path(), &conv, &p, Some("pytester"), "7228", "rgx including '\\p{Han}' throws an error");
+        assert!(t.code.contains("[sys.executable, \"-m\", \"pylint\"] + []"), "{}", t.code);
+        // The title's backslash is no escape in the docstring.
+        assert!(t.code.starts_with("\"\"\"Reproduces: rgx including '\\\\p{Han}'"), "{}", t.code);
+        assert!(super::super::body::parses(&t.code), "{}", t.code);
+        // The tool telling its version is no run of it; `python -m` is one.
+        assert_eq!(command_of("pylint 2.14.4", &[], &clis), None);
+        assert_eq!(
+            command_of("$ python3 -m pylint --recursive=y src/", &[], &clis),
+            Some(Command::Module("pylint".into(), vec!["--recursive=y".into(), "src/".into()]))
+        );
+        // A file with a section keeps its text; other names are not run-control files.
+        assert_eq!(with_section(".pylintrc", "[MAIN]\nx=1\n", "pylint"), None);
+        assert_eq!(with_section("setup.cfg", "x=1\n", "pylint"), None);
+        assert_eq!(
+            with_section(".pylintrc", "# c\nmax-line-length: 100\n", "pylint").as_deref(),
+            Some("[pylint]\n# c\nmax-line-length: 100\n")
+        );
     }
 
     #[test]

@@ -154,6 +154,13 @@ fn doctest_statements(text: &str, prose: &str) -> Option<(String, Option<super::
     (!code.trim().is_empty()).then_some((code, expected))
 }
 
+/// Text from the issue made safe inside a `"""` docstring: backslashes doubled (`\p`, `\N`
+/// or `\x` in a title would be an invalid escape, the last two a syntax error) and a
+/// triple quote turned to single quotes.
+pub(crate) fn docstring_text(s: &str) -> String {
+    s.replace('\\', "\\\\").replace("\"\"\"", "'''")
+}
+
 /// The class a test expects for an exception a session shows: a builtin by its name,
 /// anything else (the project's own, which the test may not import) as `Exception`.
 fn exception_to_expect(kind: &str) -> &str {
@@ -535,8 +542,9 @@ pub fn build(
             let form = PyForm::of(conv, &stem, &snippet.code);
             let path = python_test_path(root, conv, &stem);
             let mut code = format!(
-                "\"\"\"Reproduces: {}\n\nBuilt by reproagent from the code in the issue. Fails today with {what},\nas the issue reports; passes once the bug is fixed.\n\"\"\"\n\n",
-                title.replace("\"\"\"", "'''")
+                "\"\"\"Reproduces: {}\n\nBuilt by reproagent from the code in the issue. Fails today with {},\nas the issue reports; passes once the bug is fixed.\n\"\"\"\n\n",
+                docstring_text(title),
+                docstring_text(&what)
             );
             code.push_str(&form.preamble());
             for i in &imports {
@@ -593,7 +601,7 @@ pub fn build(
                 code.push_str(&i.replace("'./", &format!("'{up}")).replace("\"./", &format!("\"{up}")));
                 code.push('\n');
             }
-            code.push_str(&format!("\ntest('{}', async () => {{\n", title.replace('\'', "\\'")));
+            code.push_str(&format!("\ntest('{}', async () => {{\n", title.replace('\\', "\\\\").replace('\'', "\\'")));
             for l in body.into_iter().skip_while(|l| l.trim().is_empty()) {
                 code.push_str("  ");
                 code.push_str(l);

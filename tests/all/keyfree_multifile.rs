@@ -107,3 +107,25 @@ fn output_lines_shown_wrong_and_right_are_checked_in_a_pytester_run() {
         "{code}"
     );
 }
+
+// A linter run as `python -m lintkit`: it compiles every `*-rgx` setting of its
+// run-control file, and a pattern `re` cannot read escapes as a traceback.
+const LINTKIT_INIT: &str = "";
+const LINTKIT_MAIN_BUGGY: &str = "import configparser\nimport re\nimport sys\n\n\ndef main():\n    cp = configparser.ConfigParser()\n    cp.read(\".lintkitrc\")\n    for section in cp.sections():\n        for key, value in cp.items(section):\n            if key.endswith(\"-rgx\"):\n                re.compile(value)\n    print(\"checked\")\n\n\nmain()\n";
+const LINTKIT_MAIN_FIXED: &str = "import configparser\nimport re\nimport sys\n\n\ndef main():\n    cp = configparser.ConfigParser()\n    cp.read(\".lintkitrc\")\n    for section in cp.sections():\n        for key, value in cp.items(section):\n            if key.endswith(\"-rgx\"):\n                try:\n                    re.compile(value)\n                except re.error as e:\n                    sys.exit(\"lintkit: invalid regular expression in %s: %s\" % (key, e.msg))\n    print(\"checked\")\n\n\nmain()\n";
+
+/// The shape of pylint-dev__pylint-7228 (a linter's issue template): the setting as the
+/// issue pastes it, without its section; the command; the traceback.
+#[test]
+fn the_projects_own_command_runs_on_the_config_the_issue_shows() {
+    let issue = "name-rgx with \\p{Han} throws an error\n\n### Configuration\n.lintkitrc:\n\n```ini\nname-rgx=[\\p{Han}a-z_]+\n```\n\n### Command used\n\n```shell\nlintkit\n```\n\n### Output\n\n```shell\nTraceback (most recent call last):\n  File \"/usr/lib/python3/site-packages/lintkit/__main__.py\", line 12, in main\n    re.compile(value)\nre.error: bad escape \\p at position 1\n```\n\n### Expected behavior\n\nnot throw error\n";
+    let o = reproduced_and_fixed(
+        &[("lintkit/__init__.py", LINTKIT_INIT), ("lintkit/__main__.py", LINTKIT_MAIN_BUGGY)],
+        ("lintkit/__main__.py", LINTKIT_MAIN_FIXED),
+        issue,
+    );
+    let code = o.test_code.unwrap();
+    assert!(code.contains("[sys.executable, \"-m\", \"lintkit\"] + []"), "{code}");
+    assert!(code.contains("\".lintkitrc\": textwrap.dedent(\"\"\"\\\n    [lintkit]\n"), "{code}");
+    assert_eq!(o.failure.as_deref(), Some("AssertionError: the issue's error appears: error: bad escape"), "{code}");
+}
