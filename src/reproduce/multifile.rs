@@ -290,8 +290,8 @@ pub fn project_commands(root: &Path) -> Vec<String> {
 }
 
 /// How the issue runs its example: the first command line (in a block or a code span)
-/// that runs pytest or one of the files; else pytest, when a file is a test module or
-/// a conftest, or `python` on the one `__main__` script.
+/// that runs pytest, one of the files or the project's own command; else pytest, when a
+/// file is a test module or a conftest, or `python` on the one `__main__` script.
 pub fn command(raw: &str, files: &[File], clis: &[String]) -> Option<Command> {
     for b in blocks(raw) {
         if files.iter().any(|f| f.text == b.body) {
@@ -625,13 +625,24 @@ const RIGHT_OUTPUT: [&str; 8] =
 /// "but it should be:" is right.
 fn presented_as(line: &str) -> Option<bool> {
     let l = format!(" {} ", line.to_lowercase());
-    let last = |cues: &[&str]| cues.iter().filter_map(|c| l.rfind(c)).max();
+    // Where a word starts: "bug" is no cue in "debug", nor "works" in "frameworks".
+    let last = |cues: &[&str]| {
+        cues.iter()
+            .flat_map(|c| l.match_indices(c).map(|(i, _)| i))
+            .filter(|&i| l.as_bytes()[i] == b' ' || starts_word(&l, i))
+            .max()
+    };
     match (last(&WRONG_OUTPUT), last(&RIGHT_OUTPUT)) {
         (Some(w), Some(r)) => Some(r > w),
         (Some(_), None) => Some(false),
         (None, Some(_)) => Some(true),
         (None, None) => None,
     }
+}
+
+/// Does a word start at byte `i` of `s` (no letter or digit just before it)?
+fn starts_word(s: &str, i: usize) -> bool {
+    !s[..i].chars().next_back().is_some_and(char::is_alphanumeric)
 }
 
 /// Lines of an output block that say something about the run: not pytest's header, rule
@@ -1236,6 +1247,8 @@ mod tests {
         assert_eq!(presented_as("It should print 2, but instead prints:"), Some(false));
         assert_eq!(presented_as("but it should print:"), Some(true));
         assert_eq!(presented_as("Running it:"), None);
+        // Cues are words: "debug" and "frameworks" are none.
+        assert_eq!(presented_as("With the debug frameworks on:"), None);
     }
 
     #[test]
