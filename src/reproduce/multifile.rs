@@ -704,6 +704,36 @@ pub fn contrast(raw: &str, files: &[File], clis: &[String]) -> Option<Contrast> 
     (!absent.is_empty() && absent.len() <= 5 && present.len() <= 5).then_some(Contrast { command, absent, present })
 }
 
+/// The one Python block of an issue, unnamed, named by the project's own command that
+/// runs on it: `pylint a.py` (one `.py` argument) names the block `a.py`.
+fn named_by_command(raw: &str, clis: &[String]) -> Option<File> {
+    let Some(Command::Module(_, args)) = command(raw, &[], clis) else { return None };
+    let py: Vec<&String> =
+        args.iter().filter(|a| a.ends_with(".py") && !a.contains('/') && file_name(a).as_ref() == Some(*a)).collect();
+    let [name] = py.as_slice() else { return None };
+    let modules: Vec<Block> = blocks(raw)
+        .into_iter()
+        .filter(|b| {
+            let tagged = matches!(b.tag.as_str(), "python" | "py" | "python3");
+            // A block of nothing but the command parses too (`pylint` is a name).
+            let only_commands =
+                b.body.lines().filter(|l| !l.trim().is_empty()).all(|l| command_of(l, &[], clis).is_some());
+            let untagged = b.tag.is_empty() && !is_output(&b.body) && !is_traceback_block(&b.body) && !only_commands;
+            (tagged || untagged) && !b.body.trim().is_empty() && super::body::parses(&b.body)
+        })
+        .collect();
+    let [m] = modules.as_slice() else { return None };
+    Some(File { name: (*name).clone(), text: m.body.clone() })
+}
+
+/// A block that holds a traceback or an exception line: output, though it may parse.
+fn is_traceback_block(body: &str) -> bool {
+    body.lines().any(|l| {
+        let t = l.trim_start();
+        t.starts_with("Traceback (most recent call last)") || t.starts_with("File \"")
+    })
+}
+
 /// The one test module of an issue whose example is a single unnamed block, named by the
 /// output that reports on it (`SKIPPED [1] test_it.py:3: ...` names `test_it.py`).
 fn named_by_output(raw: &str, c: &Contrast) -> Option<File> {
@@ -744,6 +774,10 @@ pub fn plan(raw: &str, clis: &[String]) -> Result<Option<Plan>, String> {
     if files.is_empty() && !named.is_empty() && tool_run().is_some() {
         // The project's own command run on the files the issue shows (a tool's config).
         files = named.clone();
+        contrast = self::contrast(raw, &files, clis);
+    } else if let Some(f) = files.is_empty().then(|| named_by_command(raw, clis)).flatten() {
+        // One unnamed module the project's own command is run on (`pylint a.py`).
+        files.push(f);
         contrast = self::contrast(raw, &files, clis);
     } else if files.is_empty() {
         // One test module, unnamed, with the output of two runs of it.
@@ -1285,6 +1319,22 @@ mod tests {
             with_section(".pylintrc", "# c\nmax-line-length: 100\n", "pylint").as_deref(),
             Some("[pylint]\n# c\nmax-line-length: 100\n")
         );
+    }
+
+    #[test]
+    fn an_unnamed_module_is_named_by_the_command_run_on_it() {
+        // A linter crash report: the code, `pylint a.py` as a bare block, the traceback.
+        let raw = "Crash on a walrus in a comprehension\n\n```python\nprint([y := 1 for _ in range(2)])\n```\n\n```\npylint crash.py\n```\n\n```\nTraceback (most recent call last):\n  File \"/usr/lib/python3/site-packages/pylint/checkers/variables.py\", line 10, in visit_name\nKeyError: 'target'\n```\n";
+        let clis = vec!["pylint".to_string()];
+        let p = plan(raw, &clis).unwrap().unwrap();
+        assert_eq!(p.files, vec![File { name: "crash.py".into(), text: "print([y := 1 for _ in range(2)])\n".into() }]);
+        assert_eq!(p.command, Command::Module("pylint".into(), vec!["crash.py".into()]));
+        assert_eq!(p.needle.as_deref(), Some("KeyError: 'target'"));
+        // Two blocks of code, or a command on no `.py` file: not named.
+        let two = raw.replace("```\npylint crash.py", "```python\nx = 1\n```\n\n```\npylint crash.py");
+        assert_eq!(plan(&two, &clis).unwrap(), None);
+        assert_eq!(plan(&raw.replace("pylint crash.py", "pylint src/"), &clis).unwrap(), None);
+        assert_eq!(plan(raw, &[]).unwrap(), None);
     }
 
     #[test]

@@ -129,3 +129,24 @@ fn the_projects_own_command_runs_on_the_config_the_issue_shows() {
     assert!(code.contains("\".lintkitrc\": textwrap.dedent(\"\"\"\\\n    [lintkit]\n"), "{code}");
     assert_eq!(o.failure.as_deref(), Some("AssertionError: the issue's error appears: error: bad escape"), "{code}");
 }
+
+// The linter, now checking the files it is given: a name bound by an assignment
+// expression (`:=`) is looked up in a table only plain assignments fill.
+const LINTKIT_FILES_BUGGY: &str = "import ast\nimport sys\n\n\ndef main(paths):\n    for path in paths:\n        with open(path) as f:\n            tree = ast.parse(f.read())\n        bound = {}\n        for node in ast.walk(tree):\n            if isinstance(node, ast.Assign):\n                for t in node.targets:\n                    bound[t.id] = node\n            elif isinstance(node, ast.NamedExpr):\n                bound[node.target.id]\n        print(\"%s: %d names\" % (path, len(bound)))\n\n\nmain(sys.argv[1:])\n";
+
+/// A linter's crash report: the code unnamed, `lintkit crash.py` in a block, the traceback.
+#[test]
+fn an_unnamed_module_the_projects_command_runs_on_is_written_under_that_name() {
+    let issue = "Crash on a walrus\n\n```python\nif (n := 10) > 5:\n    print(n)\n```\n\n```\nlintkit crash.py\n```\n\n```\nTraceback (most recent call last):\n  File \"/usr/lib/python3/site-packages/lintkit/__main__.py\", line 15, in main\n    bound[node.target.id]\nKeyError: 'n'\n```\n";
+    let fixed = LINTKIT_FILES_BUGGY
+        .replace("                bound[node.target.id]\n", "                bound[node.target.id] = node\n");
+    let o = reproduced_and_fixed(
+        &[("lintkit/__init__.py", LINTKIT_INIT), ("lintkit/__main__.py", LINTKIT_FILES_BUGGY)],
+        ("lintkit/__main__.py", &fixed),
+        issue,
+    );
+    let code = o.test_code.unwrap();
+    assert!(code.contains("\"crash.py\": textwrap.dedent(\"\"\"\\\n    if (n := 10) > 5:\n"), "{code}");
+    assert!(code.contains("[sys.executable, \"-m\", \"lintkit\"] + [\"crash.py\"]"), "{code}");
+    assert_eq!(o.failure.as_deref(), Some("AssertionError: the issue's error appears: KeyError"), "{code}");
+}
