@@ -9,11 +9,16 @@
 //! options. Elsewhere it writes the files into a temporary directory and runs
 //! `sys.executable -m pytest ...` (or `python main.py`) there in a subprocess.
 //!
+//! The same holds for a single file the project's own command runs (`pylint a.py`, a
+//! `.pylintrc` for `pylint`), and for one unnamed test module whose two runs the issue
+//! shows, one output as right and one as wrong (`Contrast`).
+//!
 //! What the test asserts (the rule ARCHITECTURE.md states): the error the issue reports
 //! must not appear in the run's output, and the outcome the prose expects ("expected 2
 //! passed", "should be skipped") must hold, read from pytest's summary line. The test is
 //! a reproduction only when today's failure is the issue's own: its reported error
-//! appears, or pytest's summary gives the counts the issue shows. When the issue shows
+//! appears, or pytest's summary gives the counts the issue shows, or the line the issue
+//! shows as the wrong output appears. When the issue shows
 //! neither an error nor the outcome it gets, no assertion can be checked and the
 //! example is refused.
 
@@ -764,8 +769,11 @@ fn named_by_output(raw: &str, c: &Contrast) -> Option<File> {
     }
 }
 
-/// The plan for an issue whose example is several files: `Ok(None)` when it is not one,
-/// `Err(reason)` when no honest assertion can be built.
+/// The plan for an issue whose example is files written out and run: several named
+/// files; or one file or more the project's own command runs (`clis`, see
+/// [`project_commands`]); or one unnamed test module the output of two runs names.
+/// `Ok(None)` when it is none of these, `Err(reason)` when no honest assertion can be
+/// built.
 pub fn plan(raw: &str, clis: &[String]) -> Result<Option<Plan>, String> {
     let mut files = files(raw);
     let mut contrast = contrast(raw, &files, clis);
