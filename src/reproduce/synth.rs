@@ -542,7 +542,7 @@ pub fn build(
             let form = PyForm::of(conv, &stem, &snippet.code);
             let path = python_test_path(root, conv, &stem);
             let mut code = format!(
-                "\"\"\"Reproduces: {}\n\nBuilt by reproagent from the code in the issue. Fails today with {},\nas the issue reports; passes once the bug is fixed.\n\"\"\"\n\n",
+                "\"\"\"Reproduces: {}\n\nBuilt by reproagent from the code in the issue. Fails today with {};\npasses once the bug is fixed.\n\"\"\"\n\n",
                 docstring_text(title),
                 docstring_text(&what)
             );
