@@ -503,13 +503,11 @@ pub fn run(req: &Request) -> Result<Outcome, ReproduceError> {
     let mut outcome = Outcome {
         status: if accepted { Status::Reproduced } else { Status::NotReproduced },
         reason: if accepted {
-            {
-                // The issue's own error, or an assertion built from what it shows as wrong.
-                let short = |k: &str| k.rsplit('.').next().unwrap_or(k).to_string();
-                let reported = facts.exceptions.iter().any(|e| short(&e.kind) == short(&expected.kind));
-                let how = if reported { "as the issue reports" } else { "the behaviour the issue shows as wrong" };
-                format!("the test fails with {}, {how}", failure.as_deref().unwrap_or(&expected.kind))
-            }
+            // The issue's own error, or an assertion built from what it shows as wrong.
+            let short = |k: &str| k.rsplit('.').next().unwrap_or(k).to_string();
+            let reported = facts.exceptions.iter().any(|e| short(&e.kind) == short(&expected.kind));
+            let how = if reported { "as the issue reports" } else { "the behaviour the issue shows as wrong" };
+            format!("the test fails with {}, {how}", failure.as_deref().unwrap_or(&expected.kind))
         } else {
             reviews
                 .iter()

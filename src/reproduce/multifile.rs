@@ -582,8 +582,7 @@ fn py_literal(s: &str) -> String {
 }
 
 fn py_list(args: &[String]) -> String {
-    let items: Vec<String> =
-        args.iter().map(|a| format!("\"{}\"", a.replace('\\', "\\\\").replace('"', "\\\""))).collect();
+    let items: Vec<String> = args.iter().map(|a| super::synth::py_str(a)).collect();
     format!("[{}]", items.join(", "))
 }
 
@@ -723,20 +722,13 @@ fn named_by_command(raw: &str, clis: &[String]) -> Option<File> {
             // A block of nothing but the command parses too (`pylint` is a name).
             let only_commands =
                 b.body.lines().filter(|l| !l.trim().is_empty()).all(|l| command_of(l, &[], clis).is_some());
-            let untagged = b.tag.is_empty() && !is_output(&b.body) && !is_traceback_block(&b.body) && !only_commands;
+            let untagged =
+                b.tag.is_empty() && !is_output(&b.body) && !super::synth::is_traceback_text(&b.body) && !only_commands;
             (tagged || untagged) && !b.body.trim().is_empty() && super::body::parses(&b.body)
         })
         .collect();
     let [m] = modules.as_slice() else { return None };
     Some(File { name: (*name).clone(), text: m.body.clone() })
-}
-
-/// A block that holds a traceback or an exception line: output, though it may parse.
-fn is_traceback_block(body: &str) -> bool {
-    body.lines().any(|l| {
-        let t = l.trim_start();
-        t.starts_with("Traceback (most recent call last)") || t.starts_with("File \"")
-    })
 }
 
 /// The one test module of an issue whose example is a single unnamed block, named by the
@@ -955,23 +947,20 @@ fn want_text(want: &[Cond]) -> String {
 fn checks(p: &Plan, indent: &str) -> String {
     let mut s = String::new();
     if let Some(n) = &p.needle {
-        let lit = py_list(std::slice::from_ref(n));
-        let lit = &lit[1..lit.len() - 1];
+        let lit = super::synth::py_str(n);
         s.push_str(&format!(
             "{indent}# The error the issue reports must not appear.\n{indent}assert {lit} not in output, \"the issue's error appears: \" + {lit}\n"
         ));
     }
     if let Some(c) = &p.contrast {
         for l in &c.absent {
-            let lit = py_list(std::slice::from_ref(l));
-            let lit = &lit[1..lit.len() - 1];
+            let lit = super::synth::py_str(l);
             s.push_str(&format!(
                 "{indent}# The issue shows this line as the wrong output.\n{indent}assert not _shows(output, {lit}), \"the output the issue calls wrong appears: \" + {lit}\n"
             ));
         }
         for l in &c.present {
-            let lit = py_list(std::slice::from_ref(l));
-            let lit = &lit[1..lit.len() - 1];
+            let lit = super::synth::py_str(l);
             s.push_str(&format!(
                 "{indent}# The issue shows this line as the right output.\n{indent}assert _shows(output, {lit}), \"the output the issue shows right is missing: \" + {lit}\n"
             ));

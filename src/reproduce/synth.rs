@@ -21,7 +21,7 @@ pub struct Snippet {
     pub expected: Option<super::Expected>,
 }
 
-fn is_traceback_text(s: &str) -> bool {
+pub(crate) fn is_traceback_text(s: &str) -> bool {
     s.contains("Traceback (most recent call last)")
         || s.lines().any(|l| {
             let t = l.trim_start();
@@ -115,7 +115,7 @@ fn doctest_statements(text: &str, prose: &str) -> Option<(String, Option<super::
                     None => {
                         // The message is a double-quoted string: the literal's own quotes
                         // and backslashes are escaped, so it reads as the issue shows it.
-                        let said = one.replace('\\', "\\\\").replace('"', "\\\"");
+                        let said = py_escape(one);
                         out.push((format!("assert ({s}) != {one}, \"the issue shows `{shown}` giving {said}\""), None))
                     }
                 }
@@ -152,6 +152,17 @@ fn doctest_statements(text: &str, prose: &str) -> Option<(String, Option<super::
         code = format!("import pytest\n{code}");
     }
     (!code.trim().is_empty()).then_some((code, expected))
+}
+
+/// Text made safe inside a double-quoted Python string: backslashes and double quotes
+/// escaped.
+pub(crate) fn py_escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+/// A double-quoted Python string literal holding `s`.
+pub(crate) fn py_str(s: &str) -> String {
+    format!("\"{}\"", py_escape(s))
 }
 
 /// Text from the issue made safe inside a `"""` docstring: backslashes doubled (`\p`, `\N`
