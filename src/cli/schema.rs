@@ -2,7 +2,7 @@
 
 use clap::Args;
 
-use crate::store::{INDICES, RELATIONS};
+use crate::store::{INDICES, RELATIONS, RULES};
 
 /// Show the stored relations, their columns and indices, with an example query for each.
 #[derive(Args, Debug)]
@@ -41,7 +41,11 @@ pub const EXAMPLES: &[(&str, &str, &str)] = &[
         "?[file, line, module] := *imports{file, line, module, target}, is_null(target)",
     ),
     ("inherits", "bases, superclasses and interfaces as written; base: the resolved entity, if any", "?[child] := *inherits:by_base{base: $class, child}"),
-    ("test_of", "tests and the entities they reach through at most 3 certain call edges", "?[test] := *test_of:by_target{target: $id, test}"),
+    (
+        "test_of",
+        "a rule, not stored (walked when asked): tests and the entities they reach through 1 to 3 certain call edges (confidence >= 0.5)",
+        "?[test] := test_of[test, $id]",
+    ),
 ];
 
 pub fn run(args: SchemaArgs) -> anyhow::Result<()> {
@@ -60,6 +64,19 @@ pub fn run(args: SchemaArgs) -> anyhow::Result<()> {
                 })
             })
             .collect();
+        let rules = RULES.iter().map(|(name, cols)| {
+            let ex = EXAMPLES.iter().find(|e| e.0 == *name);
+            serde_json::json!({
+                "relation": name,
+                "rule": true,
+                "keys": cols,
+                "values": "",
+                "indices": Vec::<String>::new(),
+                "about": ex.map(|e| e.1),
+                "example": ex.map(|e| e.2),
+            })
+        });
+        let rels: Vec<serde_json::Value> = rels.into_iter().chain(rules).collect();
         println!("{}", serde_json::to_string_pretty(&rels)?);
         return Ok(());
     }
@@ -74,6 +91,17 @@ pub fn run(args: SchemaArgs) -> anyhow::Result<()> {
             println!("  index {i} {{{c}}}");
         }
         if let Some(ex) = EXAMPLES.iter().find(|e| e.0 == *name) {
+            for l in ex.2.lines() {
+                println!("    {l}");
+            }
+        }
+        println!();
+    }
+    println!("Rules (derived when a query uses them, not stored; write them with square brackets):\n");
+    for (name, cols) in RULES {
+        println!("{name}[{cols}]");
+        if let Some(ex) = EXAMPLES.iter().find(|e| e.0 == *name) {
+            println!("  {}", ex.1);
             for l in ex.2.lines() {
                 println!("    {l}");
             }

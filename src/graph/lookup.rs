@@ -88,13 +88,15 @@ pub fn test_function_counts(store: &Store, prefix: &str) -> Result<BTreeMap<Stri
     Ok(r.rows.iter().map(|x| (str_of(&x[0]), int_of(&x[1]).max(0) as usize)).collect())
 }
 
-/// The tests (`test_of`) that reach any entity of `file`.
+/// The tests (`test_of`) that reach any entity of `file`, sorted.
 pub fn tests_reaching_file(store: &Store, file: &str) -> Result<Vec<String>, GraphError> {
-    let r = store.query(
-        "?[test] := *entity:by_file{file: $f, id: target}, *test_of:by_target{target, test}",
-        params(&[("f", DataValue::from(file))]),
-    )?;
-    Ok(r.rows.iter().map(|x| str_of(&x[0])).collect())
+    let r = store.query("?[id] := *entity:by_file{file: $f, id}", params(&[("f", DataValue::from(file))]))?;
+    let ids: Vec<String> = r.rows.iter().map(|x| str_of(&x[0])).collect();
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let mut tests: Vec<String> = store.tests_reaching(&ids)?.into_iter().map(|(test, _)| test).collect();
+    tests.sort();
+    tests.dedup();
+    Ok(tests)
 }
 
 /// How often the repository imports one of `names` (as a module, a name or an alias):

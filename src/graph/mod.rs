@@ -687,11 +687,7 @@ pub fn imports(store: &Store, file: &str) -> Result<ImportsInfo, GraphError> {
     Ok(ImportsInfo { file: file.to_string(), imports: import_rows(&out), imported_by: import_rows(&inb) })
 }
 
-/// Tests that reach an entity (the `test_of` relation).
+/// Tests that reach an entity (`test_of`, walked back from it), sorted.
 pub fn tests_for(store: &Store, id: &str) -> Result<Vec<String>, GraphError> {
-    let r = store.query(
-        "?[test] := *test_of:by_target{target: $id, test} :order test",
-        params(&[("id", DataValue::from(id))]),
-    )?;
-    Ok(r.rows.iter().map(|x| str_of(&x[0])).collect())
+    Ok(store.tests_reaching(&[id])?.into_iter().map(|(test, _)| test).collect())
 }

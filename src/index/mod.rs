@@ -526,109 +526,22 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
 }
 
 /// The rows an incremental run can change, before and after: those of the files the
-/// change affects ([`resolve::affected`]), and the `test_of` rows of the tests whose
-/// reach can pass through them. Tests are found by walking the stored graph backwards
-/// from the affected files' entities; their new reach walks the new rows where the
-/// affected files are, and the stored graph (unchanged there) elsewhere.
+/// change affects ([`resolve::affected`]). (`test_of` is not stored: it is walked back
+/// from its targets when asked, so no closure has to be walked again here.)
 fn resolve_affected<'a>(
     store: &store::Store,
     old_changed: &[FileFacts],
     new: &'a [FileFacts],
     changed: &BTreeSet<&str>,
 ) -> Result<(Rows<'static>, Rows<'a>), IndexError> {
-    use crate::resolve::{affected, resolve_files, test_reach, World, TEST_REACH_CONFIDENCE, TEST_REACH_DEPTH};
+    use crate::resolve::{affected, resolve_files, World};
     let new_w = World::new(new);
     let old_changed: Vec<&FileFacts> = old_changed.iter().collect();
     let (old_paths, an) = affected::affected(&old_changed, &new_w, changed, |ids| store.inheriting(ids))?;
     // The old rows of the affected files are read from the index, not resolved again.
     let old_paths: Vec<&str> = old_paths.iter().map(String::as_str).collect();
-    let mut old_part = store.rows_of_files(&old_paths, new.len().max(old_paths.len()))?;
-    let mut new_part = resolve_files(&new_w, &an);
-    // The old tree's affected files: the old versions of the changed ones, the others as
-    // they are in the new tree.
-    let old_files: Vec<&FileFacts> = old_paths
-        .iter()
-        .filter_map(|p| {
-            old_changed.iter().copied().find(|f| f.path == *p).or_else(|| new_w.file_by_path(p).map(|i| new_w.file(i)))
-        })
-        .collect();
-    let (old, new) = (&old_files, &new_w.files);
-    let ao: Vec<u32> = (0..old_files.len() as u32).collect();
-
-    let ids = |facts: &[&FileFacts], which: &[u32]| -> Vec<String> {
-        which.iter().flat_map(|&i| facts[i as usize].entities.iter().map(|e| e.id.clone())).collect()
-    };
-    // `test_of` depends only on which entities are tests and on the set of sure edges
-    // out of each entity. Seeds: the entities whose sure out-edges differ, and the tests
-    // that appear or disappear. An edit that moves lines changes neither.
-    let sure = |rows: &Rows| -> BTreeMap<String, BTreeSet<String>> {
-        let mut m: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for ((caller, callee, _), (_, conf)) in &rows.calls {
-            if *conf >= TEST_REACH_CONFIDENCE {
-                m.entry(caller.to_string()).or_default().insert(callee.to_string());
-            }
-        }
-        m
-    };
-    let (sure_old, sure_new) = (sure(&old_part), sure(&new_part));
-    let mut touched: BTreeSet<String> = BTreeSet::new();
-    for k in sure_old.keys().chain(sure_new.keys()) {
-        if sure_old.get(k) != sure_new.get(k) {
-            touched.insert(k.clone());
-        }
-    }
-    let part_tests = |facts: &[&FileFacts], which: &[u32]| -> BTreeSet<String> {
-        which
-            .iter()
-            .flat_map(|&i| facts[i as usize].entities.iter().filter(|e| e.is_test).map(|e| e.id.clone()))
-            .collect()
-    };
-    touched.extend(part_tests(old, &ao).symmetric_difference(&part_tests(new, &an)).cloned());
-    if touched.is_empty() {
-        return Ok((old_part, new_part));
-    }
-    // Tests within reach of a touched entity: the walk expands entities up to depth
-    // TEST_REACH_DEPTH - 1, so that many steps back.
-    let mut candidates = touched.clone();
-    let mut level: Vec<String> = touched.iter().cloned().collect();
-    for _ in 0..TEST_REACH_DEPTH - 1 {
-        let refs: Vec<&str> = level.iter().map(String::as_str).collect();
-        let callers = store.callers_of(&refs, TEST_REACH_CONFIDENCE)?;
-        level = callers.into_iter().filter(|c| candidates.insert(c.clone())).collect();
-        if level.is_empty() {
-            break;
-        }
-    }
-    let tests_of = |facts: &[&FileFacts]| -> HashSet<String> {
-        facts.iter().flat_map(|f| f.entities.iter().filter(|e| e.is_test).map(|e| e.id.clone())).collect()
-    };
-    // The old tree's tests: the new tree's in unchanged files, and the old versions'.
-    let (old_tests, new_tests) = (tests_of(&old_changed), tests_of(new));
-    let affected_tests: Vec<&str> =
-        candidates.iter().map(String::as_str).filter(|c| old_tests.contains(*c) || new_tests.contains(*c)).collect();
-    old_part.test_of = store.test_of_rows(&affected_tests)?;
-    let local: HashMap<&str, Vec<String>> =
-        sure_new.iter().map(|(k, v)| (k.as_str(), v.iter().cloned().collect())).collect();
-    let in_new_part: HashSet<String> = ids(new, &an).into_iter().collect();
-    let still_tests: Vec<&str> = affected_tests.iter().copied().filter(|t| new_tests.contains(*t)).collect();
-    new_part.test_of = test_reach(&still_tests, |batch| {
-        let mut out: HashMap<String, Vec<String>> = HashMap::new();
-        let mut ask: Vec<&str> = Vec::new();
-        for &n in batch {
-            if in_new_part.contains(n) {
-                out.insert(n.to_string(), local.get(n).cloned().unwrap_or_default());
-            } else {
-                ask.push(n);
-            }
-        }
-        for (caller, callee) in store.callees_of(&ask, TEST_REACH_CONFIDENCE)? {
-            out.entry(caller).or_default().push(callee);
-        }
-        Ok::<_, IndexError>(out)
-    })?
-    .into_iter()
-    .map(|(t, x)| (t.into(), x.into()))
-    .collect();
+    let old_part = store.rows_of_files(&old_paths, new.len().max(old_paths.len()))?;
+    let new_part = resolve_files(&new_w, &an);
     Ok((old_part, new_part))
 }
 
@@ -660,7 +573,6 @@ fn total_rows(r: &Rows) -> usize {
         + r.unresolved.len()
         + r.imports.len()
         + r.inherits.len()
-        + r.test_of.len()
 }
 
 /// A file's facts: the stored ones (by index), or parsed in this run.

@@ -11,7 +11,7 @@ mod python;
 mod typescript;
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 
 use rustc_hash::FxHashMap;
 
@@ -94,45 +94,6 @@ impl Counts {
         }
         self.by_how.retain(|_, v| *v != 0);
     }
-}
-
-/// `test_of` for some tests, level by level over the call graph: `out_edges` gives the
-/// edges (at least [`TEST_REACH_CONFIDENCE`] sure) of a batch of entities. The same rows
-/// as the full computation gives for those tests.
-pub fn test_reach<E>(
-    tests: &[&str],
-    mut out_edges: impl FnMut(&[&str]) -> Result<HashMap<String, Vec<String>>, E>,
-) -> Result<BTreeSet<(String, String)>, E> {
-    let mut known: HashMap<String, Vec<String>> = HashMap::new();
-    let mut seen: Vec<BTreeSet<String>> = tests.iter().map(|t| BTreeSet::from([t.to_string()])).collect();
-    let mut frontier: Vec<Vec<String>> = tests.iter().map(|t| vec![t.to_string()]).collect();
-    let mut out = BTreeSet::new();
-    for _ in 0..TEST_REACH_DEPTH {
-        let mut missing: BTreeSet<&str> = BTreeSet::new();
-        for f in &frontier {
-            missing.extend(f.iter().map(String::as_str).filter(|n| !known.contains_key(*n)));
-        }
-        if !missing.is_empty() {
-            let batch: Vec<&str> = missing.into_iter().collect();
-            let mut got = out_edges(&batch)?;
-            for n in batch {
-                known.insert(n.to_string(), got.remove(n).unwrap_or_default());
-            }
-        }
-        for (i, f) in frontier.iter_mut().enumerate() {
-            let mut next = Vec::new();
-            for at in f.iter() {
-                for to in &known[at] {
-                    if seen[i].insert(to.clone()) {
-                        out.insert((tests[i].to_string(), to.clone()));
-                        next.push(to.clone());
-                    }
-                }
-            }
-            *f = next;
-        }
-    }
-    Ok(out)
 }
 
 /// Everything resolution looks things up in, built once from all files.
@@ -408,12 +369,10 @@ pub fn resolve(files: &[FileFacts]) -> Rows<'_> {
 /// Every file of a world into rows.
 pub fn resolve_world<'a>(world: &World<'a>) -> Rows<'a> {
     let all: Vec<u32> = (0..world.files.len() as u32).collect();
-    let mut rows = resolve_files(world, &all);
-    rows.test_of = test_of(&world.files, &rows);
-    rows
+    resolve_files(world, &all)
 }
 
-/// The rows of some files (all but `test_of`, which needs every edge): the file, its
+/// The rows of some files: the file, its
 /// entities, and the edges and sites whose caller, child or file it holds. Their text is
 /// borrowed from the world's facts.
 pub fn resolve_files<'a>(world: &World<'a>, which: &[u32]) -> Rows<'a> {
@@ -435,6 +394,7 @@ pub fn resolve_files<'a>(world: &World<'a>, which: &[u32]) -> Rows<'a> {
                     end_line: e.end_line as i64,
                     signature: b(&e.signature),
                     doc: b(&e.doc),
+                    is_test: e.is_test,
                 },
             );
             if let Some(p) = e.parent {
@@ -486,9 +446,12 @@ pub fn resolve_files<'a>(world: &World<'a>, which: &[u32]) -> Rows<'a> {
 }
 
 /// Tests and what they reach: at most [`TEST_REACH_DEPTH`] edges of confidence at least
-/// [`TEST_REACH_CONFIDENCE`].
-fn test_of<'a>(files: &[&'a FileFacts], rows: &Rows<'a>) -> BTreeSet<(Text<'a>, Text<'a>)> {
-    let mut out_edges: HashMap<&str, Vec<&Text<'a>>> = HashMap::new();
+/// [`TEST_REACH_CONFIDENCE`], walked forward from every test. The index does not store
+/// these pairs (`Store::tests_reaching` walks back from the targets asked about); lib tests
+/// hold that walk to this one.
+#[cfg(test)]
+pub(crate) fn test_of<'a>(files: &[&'a FileFacts], rows: &Rows<'a>) -> BTreeSet<(Text<'a>, Text<'a>)> {
+    let mut out_edges: std::collections::HashMap<&str, Vec<&Text<'a>>> = std::collections::HashMap::new();
     for ((caller, callee, _), (_, conf)) in &rows.calls {
         if *conf >= TEST_REACH_CONFIDENCE {
             out_edges.entry(caller.as_ref()).or_default().push(callee);
@@ -498,7 +461,7 @@ fn test_of<'a>(files: &[&'a FileFacts], rows: &Rows<'a>) -> BTreeSet<(Text<'a>, 
     for f in files {
         for e in f.entities.iter().filter(|e| e.is_test) {
             let mut seen: BTreeSet<&str> = BTreeSet::new();
-            let mut queue = VecDeque::from([(e.id.as_str(), 0usize)]);
+            let mut queue = std::collections::VecDeque::from([(e.id.as_str(), 0usize)]);
             seen.insert(e.id.as_str());
             while let Some((at, d)) = queue.pop_front() {
                 if d == TEST_REACH_DEPTH {

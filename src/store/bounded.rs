@@ -121,6 +121,7 @@ impl Store {
         bounds: &QueryBounds,
     ) -> Result<NamedRows, StoreError> {
         check_nesting(script).map_err(StoreError::Db)?;
+        let script = &*super::with_rules(script).map_err(StoreError::Db)?;
         let before = self.running_ids();
         let base_rss = rss_bytes();
         let started = Instant::now();

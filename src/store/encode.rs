@@ -214,6 +214,7 @@ pub(crate) fn each_row(
                     Int(e.end_line),
                     Str(&e.signature),
                     Str(&e.doc),
+                    Bool(e.is_test),
                 ])?;
             }
         }
@@ -245,11 +246,6 @@ pub(crate) fn each_row(
         "inherits" => {
             for ((c, n), b) in &rows.inherits {
                 f(&[Str(c), Str(n), opt(b)])?;
-            }
-        }
-        "test_of" => {
-            for (t, x) in &rows.test_of {
-                f(&[Str(t), Str(x)])?;
             }
         }
         "index_facts" => facts.each(&mut |p, d| f(&[Str(p), Bytes(d)]))?,

@@ -19,7 +19,7 @@ pub type ImportKey<'a> = (Text<'a>, i64, Text<'a>, Text<'a>);
 pub struct Rows<'a> {
     /// path => lang, hash, lines, is_test, syntax_errors
     pub file: BTreeMap<Text<'a>, (Text<'a>, Text<'a>, i64, bool, i64)>,
-    /// id => kind, name, qname, file, start_line, end_line, signature, doc
+    /// id => kind, name, qname, file, start_line, end_line, signature, doc, is_test
     pub entity: BTreeMap<Text<'a>, EntityRow<'a>>,
     pub contains: BTreeSet<(Text<'a>, Text<'a>)>,
     /// (caller, callee, line) => how, confidence
@@ -31,7 +31,6 @@ pub struct Rows<'a> {
     pub imports: BTreeMap<ImportKey<'a>, (Text<'a>, Option<Text<'a>>)>,
     /// (child, base_name) => base
     pub inherits: BTreeMap<(Text<'a>, Text<'a>), Option<Text<'a>>>,
-    pub test_of: BTreeSet<(Text<'a>, Text<'a>)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -44,6 +43,9 @@ pub struct EntityRow<'a> {
     pub end_line: i64,
     pub signature: Text<'a>,
     pub doc: Text<'a>,
+    /// A test (what `test_of` walks back to): Python functions and methods named `test*`
+    /// in test files, Java `@Test` methods, ...; the extractor decides.
+    pub is_test: bool,
 }
 
 impl Rows<'_> {
@@ -58,7 +60,6 @@ impl Rows<'_> {
             "unresolved" => self.unresolved = Default::default(),
             "imports" => self.imports = Default::default(),
             "inherits" => self.inherits = Default::default(),
-            "test_of" => self.test_of = Default::default(),
             _ => {}
         }
     }
