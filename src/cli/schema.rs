@@ -33,7 +33,11 @@ pub const EXAMPLES: &[(&str, &str, &str)] = &[
          up[c, d] := up[m, d0], d0 < 3, *calls:by_callee{callee: m, caller: c}, *calls{caller: c, callee: m, confidence}, confidence >= 0.5, d = d0 + 1\n\
          ?[c, min(d)] := up[c, d]",
     ),
-    ("call_site", "every call as written, resolved or not (receiver as written)", "?[caller, line] := *call_site:by_name{name: 'open', caller, line}"),
+    (
+        "call_site",
+        "every call as written, resolved or not (receiver as written); by name, a scan (the unresolved ones: `unresolved`, keyed by name)",
+        "?[caller, line] := *call_site{caller, line, name: 'open'}",
+    ),
     ("unresolved", "the call sites that got no edge, by name (receiver as written)", "?[count(caller)] := *unresolved{name: 'filter', caller}"),
     (
         "imports",

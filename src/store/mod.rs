@@ -35,8 +35,9 @@ use rows::Rows;
 /// 8: commits write a delta beside the base (a reader of 7 would not see it); the facts
 /// encoded with variable-length integers. 9: `test_of` is no longer stored (walked back
 /// from its targets when asked: `Store::tests_reaching`, the `test_of` rule of ad-hoc
-/// queries); `entity` says which entities are tests (`is_test`).
-pub const FORMAT_VERSION: u32 = 9;
+/// queries); `entity` says which entities are tests (`is_test`). 10: no `call_site:by_name`
+/// (no lookup of ours used it; Django's largest index).
+pub const FORMAT_VERSION: u32 = 10;
 
 #[derive(Debug, Error)]
 pub enum StoreError {
@@ -186,7 +187,6 @@ pub const INDICES: &[(&str, &str)] = &[
     ("entity:by_name", "name, id"),
     ("contains:by_child", "child, parent"),
     ("calls:by_callee", "callee, caller, line"),
-    ("call_site:by_name", "name, caller, line"),
     ("imports:by_target", "target, file, line"),
     ("inherits:by_base", "base, child"),
 ];
