@@ -1,7 +1,8 @@
 //! Retrieval benchmark (issue 3): on the Django corpus of the index benchmark, the time of
 //! the whole `index` (graph and keyword index together) against tree-sitter's parse-only
 //! time with the same threads in the same run, then search latency (p50/p99 over 100
-//! fixed queries), callers/callees and 5-hop call_chain latency, and the index size on
+//! fixed queries), callers/callees, the tests reaching an entity (`test_of`) and 5-hop
+//! call_chain latency, and the index size on
 //! disk next to the source size.
 //!
 //! cargo bench --bench retrieval            (after `bash benches/fetch.sh`)
@@ -142,6 +143,23 @@ fn main() {
         percentile(&mut down, 0.99)
     );
 
+    // The tests that reach each of them: `test_of`, walked back from the entity since
+    // format 9 (it was a stored relation, one indexed lookup).
+    let mut tests = Vec::new();
+    let mut with_tests = 0;
+    for id in &sample {
+        let t = Instant::now();
+        let found = graph::tests_for(&store, id).unwrap();
+        tests.push(t.elapsed());
+        with_tests += usize::from(!found.is_empty());
+    }
+    println!(
+        "| tests reaching (test_of, 3 levels back) | {} | {:.2} | {:.2} |",
+        tests.len(),
+        percentile(&mut tests, 0.5),
+        percentile(&mut tests, 0.99)
+    );
+
     // Pairs (a, b) with b exactly 5 calls from a along certain edges.
     let mut pairs: Vec<(String, String)> = Vec::new();
     for id in callee_ids.iter().step_by((callee_ids.len() / 400).max(1)) {
@@ -168,7 +186,8 @@ fn main() {
         percentile(&mut chain, 0.99)
     );
     println!(
-        "\nName queries whose first hit is the entity named: {found_first}/50; call chains found: {found}/{}.",
-        pairs.len()
+        "\nName queries whose first hit is the entity named: {found_first}/50; call chains found: {found}/{}; entities of the callers' sample that tests reach: {with_tests}/{}.",
+        pairs.len(),
+        sample.len()
     );
 }
