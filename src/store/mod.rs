@@ -142,8 +142,8 @@ pub fn test_of_rule() -> String {
 /// its last line, so an error's line and column are still the script's own); a script
 /// that names `*test_of` as a stored relation is refused with what to write instead.
 pub fn with_rules(script: &str) -> Result<std::borrow::Cow<'_, str>, String> {
-    // `name` as a whole word followed by `tail`, outside nothing smarter: a rule's name in
-    // a string or comment only costs an unused rule.
+    // `name` then `tail`, not the end of a longer name nor a stored relation (`*name`). No
+    // parsing: a mention inside a string or a comment only costs an unused rule.
     let uses = |name: &str, tail: &str| {
         let pat = format!("{name}{tail}");
         script
@@ -768,29 +768,6 @@ impl Store {
             .collect::<Result<Vec<_>, _>>()?;
         out.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(out)
-    }
-
-    /// The callers of `ids` over edges at least `min_confidence` sure.
-    pub fn callers_of(&self, ids: &[&str], min_confidence: f64) -> Result<Vec<String>, StoreError> {
-        let r = self.run_ids(
-            "?[caller] := x in $ids, *calls:by_callee{callee: x, caller, line}, *calls{caller, callee: x, line, confidence}, confidence >= $min",
-            ids,
-            min_confidence,
-        )?;
-        Ok(r.rows.iter().filter_map(|row| row.first().and_then(|v| v.get_str()).map(str::to_string)).collect())
-    }
-
-    /// The out-edges of `ids` at least `min_confidence` sure, as (caller, callee).
-    pub fn callees_of(&self, ids: &[&str], min_confidence: f64) -> Result<Vec<(String, String)>, StoreError> {
-        let r = self.run_ids(
-            "?[caller, callee] := caller in $ids, *calls{caller, callee, confidence}, confidence >= $min",
-            ids,
-            min_confidence,
-        )?;
-        Ok(r.rows
-            .iter()
-            .filter_map(|row| Some((row.first()?.get_str()?.to_string(), row.get(1)?.get_str()?.to_string())))
-            .collect())
     }
 
     /// `test_of`, walked back from its targets: for each of `targets`, the tests that reach
