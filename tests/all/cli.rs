@@ -53,6 +53,35 @@ fn query_runs_read_only_datalog_with_params() {
     assert!(table.contains("cli.py:main"), "2 hops up from round_money: {table}");
 }
 
+/// Every example `reproagent schema` prints runs as printed, relations and rules alike; those
+/// that take an entity answer on the shop fixture (the rule `test_of` among them).
+#[test]
+fn every_schema_example_runs() {
+    let dir = indexed_shop();
+    let o = run(dir.path(), &["schema", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let schema: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let entries = schema.as_array().unwrap();
+    assert!(entries.iter().any(|e| e["relation"] == "test_of" && e["rule"] == true), "{schema:#}");
+    for e in entries {
+        let example = e["example"].as_str().unwrap_or_else(|| panic!("no example: {e}"));
+        let mut args = vec!["query", example, "--json"];
+        for p in ["id=core/pricing.py:round_money", "class=core/models.py:Product"] {
+            if example.contains(&format!("${}", p.split('=').next().unwrap())) {
+                args.extend(["-p", p]);
+            }
+        }
+        let o = run(dir.path(), &args);
+        assert!(o.status.success(), "{}: {}", e["relation"], String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        // Those that name an entity of the shop answer with rows (the others name Django's
+        // `save` and `open`, which the shop has none of).
+        if args.contains(&"-p") {
+            assert!(!v["rows"].as_array().unwrap().is_empty(), "{}: no rows for {example}", e["relation"]);
+        }
+    }
+}
+
 #[test]
 fn bad_queries_say_where_and_what() {
     let dir = indexed_shop();
