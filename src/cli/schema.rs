@@ -68,7 +68,7 @@ pub fn run(args: SchemaArgs) -> anyhow::Result<()> {
                 })
             })
             .collect();
-        let rules = RULES.iter().map(|(name, cols)| {
+        let rules = RULES.iter().map(|(name, cols, _)| {
             let ex = EXAMPLES.iter().find(|e| e.0 == *name);
             serde_json::json!({
                 "relation": name,
@@ -102,7 +102,7 @@ pub fn run(args: SchemaArgs) -> anyhow::Result<()> {
         println!();
     }
     println!("Rules (derived when a query uses them, not stored; write them with square brackets):\n");
-    for (name, cols) in RULES {
+    for (name, cols, _) in RULES {
         println!("{name}[{cols}]");
         if let Some(ex) = EXAMPLES.iter().find(|e| e.0 == *name) {
             println!("  {}", ex.1);

@@ -121,10 +121,13 @@ pub const RELATIONS: &[(&str, &str, &str)] = &[
     ("inherits", "child: String, base_name: String", "base: String?"),
 ];
 
-/// Relations the index derives when asked instead of storing: rules that every ad-hoc
-/// query (`reproagent query`) may use, written with square brackets: `test_of[test, target]`.
-/// Name, columns.
-pub const RULES: &[(&str, &str)] = &[("test_of", "test: String, target: String")];
+/// A relation the index derives when asked instead of storing: its name, its columns, and
+/// the Datalog rules that define it.
+pub type Rule = (&'static str, &'static str, fn() -> String);
+
+/// The derived relations: rules that every ad-hoc query (`reproagent query`) may use,
+/// written with square brackets: `test_of[test, target]`.
+pub const RULES: &[Rule] = &[("test_of", "test: String, target: String", test_of_rule)];
 
 /// The `test_of` rule: a test and an entity it reaches through 1 to
 /// [`crate::resolve::TEST_REACH_DEPTH`] call edges at least
@@ -156,7 +159,7 @@ pub fn with_rules(script: &str) -> Result<std::borrow::Cow<'_, str>, String> {
             .any(|(i, _)| !script[i + 1 + name.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '_'))
     };
     let mut out = std::borrow::Cow::Borrowed(script);
-    for (name, cols) in RULES {
+    for (name, cols, define) in RULES {
         if stored(name) {
             let cols: Vec<&str> = cols.split(", ").map(|c| c.split(':').next().unwrap_or(c)).collect();
             return Err(format!(
@@ -166,11 +169,7 @@ pub fn with_rules(script: &str) -> Result<std::borrow::Cow<'_, str>, String> {
         }
         let defined = script.lines().any(|l| l.trim_start().starts_with(&format!("{name}[")) && l.contains(":="));
         if uses(name, "[") && !defined {
-            let rule = match *name {
-                "test_of" => test_of_rule(),
-                _ => continue,
-            };
-            out = std::borrow::Cow::Owned(format!("{out}\n{rule}"));
+            out = std::borrow::Cow::Owned(format!("{out}\n{}", define()));
         }
     }
     Ok(out)

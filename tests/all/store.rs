@@ -20,7 +20,7 @@ fn dump_rows(root: &Path) -> BTreeSet<String> {
     for (rel, keys, vals, stored) in store::RELATIONS
         .iter()
         .map(|(r, k, v)| (r, k, v, true))
-        .chain(store::RULES.iter().map(|(r, k)| (r, k, &"", false)))
+        .chain(store::RULES.iter().map(|(r, k, _)| (r, k, &"", false)))
     {
         let cols: Vec<&str> = keys
             .split(',')
