@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
@@ -111,7 +112,8 @@ pub struct Summary {
     pub threads: usize,
     pub seconds: f64,
     /// Wall seconds per phase: walk+parse (with reading stored facts), resolve, graph
-    /// store, keyword store.
+    /// store, keyword store. A full build feeds the keyword index during the parse: its
+    /// phase is the time it took past the parse's end.
     pub phases: BTreeMap<String, f64>,
 }
 
@@ -314,15 +316,39 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
         None => (None, Vec::new()),
     };
     let opened = started.elapsed().as_secs_f64();
-    // Unchanged files' facts are moved, not copied, into this run's list.
-    let old_by_path: HashMap<&str, (usize, &str)> =
-        old_facts.iter().enumerate().map(|(i, f)| (f.path.as_str(), (i, f.hash.as_str()))).collect();
-
     let (files, mut skipped) =
         walker.join().map_err(|_| IndexError::Store(StoreError::Db("the walk panicked".into())))?;
     let pool = pool(opts.threads)?;
     let threads = pool.current_num_threads();
     let pb = progress_bar(opts.progress, files.len());
+    let mut phases: BTreeMap<String, f64> = BTreeMap::new();
+    phases.insert("0 open the stored index".into(), opened);
+    let summary = |done: Done, phases: BTreeMap<String, f64>| Summary {
+        root: root.display().to_string(),
+        db: db_path.display().to_string(),
+        mode: done.mode.to_string(),
+        rebuilt_because: rebuilt_because.clone(),
+        files: done.files,
+        parsed: done.parsed,
+        removed: done.removed,
+        entities: done.counts.entities.max(0) as usize,
+        edges: done.counts.edges.max(0) as usize,
+        edges_by_how: done.counts.by_how.iter().map(|(k, v)| (k.clone(), (*v).max(0) as usize)).collect(),
+        files_with_syntax_errors: done.with_syntax_errors,
+        skipped: done.skipped,
+        truncated: done.truncated,
+        rows_written: done.rows_written,
+        threads,
+        seconds: started.elapsed().as_secs_f64(),
+        phases,
+    };
+    let Some(store) = existing else {
+        let done = full(&root, &db_path, &files, skipped, &pool, opts.limits, &pb, started, &mut phases)?;
+        return Ok(summary(done, phases));
+    };
+    // Unchanged files' facts are moved, not copied, into this run's list.
+    let old_by_path: HashMap<&str, (usize, &str)> =
+        old_facts.iter().enumerate().map(|(i, f)| (f.path.as_str(), (i, f.hash.as_str()))).collect();
     let parsed = AtomicUsize::new(0);
     let limits = opts.limits;
     let results: Vec<Result<Got, Skip>> = pool.install(|| {
@@ -339,13 +365,11 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
             .collect()
     });
     pb.finish_and_clear();
-    let mut phases: BTreeMap<String, f64> = BTreeMap::new();
     let mut lap = Instant::now();
     let mut mark = |name: &str, phases: &mut BTreeMap<String, f64>| {
         *phases.entry(name.to_string()).or_insert(0.0) += lap.elapsed().as_secs_f64();
         lap = Instant::now();
     };
-    phases.insert("0 open the stored index".into(), opened);
     phases.insert("1 walk, read, parse".into(), started.elapsed().as_secs_f64() - opened);
 
     let mut old_slots: Vec<Option<FileFacts>> = Vec::new();
@@ -380,148 +404,266 @@ pub fn run(opts: &Options) -> Result<Summary, IndexError> {
     let digest = store::tree_digest(&new_facts);
     // The keyword index can be updated in place only when it matches the graph it was
     // built with; else (missing, or an interrupted run) it is rebuilt from all files.
-    let old_digest = match &existing {
-        Some(s) => s.meta("tree_digest")?,
-        None => None,
-    };
-    let search_fresh = existing.is_some()
-        && search::SearchIndex::open(&root).and_then(|i| i.check_fresh(old_digest.as_deref())).is_ok();
-    let (mode, rows_written, counts) = match existing {
-        Some(store) => {
-            // Counts kept by the previous run; an index without them is counted afresh.
-            let stored: Option<Counts> = store.meta("counts")?.and_then(|j| serde_json::from_str(&j).ok());
-            if parsed == 0 && removed == 0 {
-                let counts = match &stored {
-                    Some(c) => c.clone(),
-                    None => Counts::of(&resolve(&new_facts)),
-                };
-                mark("2 resolve", &mut phases);
-                if old_digest.as_deref() != Some(digest.as_str()) || stored.is_none() {
-                    store.apply(store::Diff::default(), &root, &digest, &counts)?;
-                }
-                if !search_fresh || old_digest.as_deref() != Some(digest.as_str()) {
-                    rebuild_search(&root, &new_facts, &digest, threads)?;
-                }
-                ("unchanged", 0, counts)
-            } else {
-                let changed: Vec<&FileFacts> =
-                    new_facts.iter().zip(&fresh).filter(|(_, &f)| f).map(|(f, _)| f).collect();
-                let (old_rows, new_rows, counts) = match stored {
-                    Some(mut counts) => {
-                        let paths: BTreeSet<&str> = changed
-                            .iter()
-                            .map(|f| f.path.as_str())
-                            .chain(old_changed.iter().map(|f| f.path.as_str()))
-                            .collect();
-                        let (old_part, new_part) = resolve_affected(&store, &old_changed, &new_facts, &paths)?;
-                        counts.add(&Counts::of(&old_part), -1);
-                        counts.add(&Counts::of(&new_part), 1);
-                        (old_part, new_part, counts)
-                    }
-                    None => {
-                        let new_rows = resolve(&new_facts);
-                        let counts = Counts::of(&new_rows);
-                        // The old tree: the unchanged files (the same facts) and the old versions.
-                        let mut old_refs: Vec<&FileFacts> = new_facts
-                            .iter()
-                            .zip(&fresh)
-                            .filter(|(_, &f)| !f)
-                            .map(|(f, _)| f)
-                            .chain(&old_changed)
-                            .collect();
-                        old_refs.sort_by(|a, b| a.path.cmp(&b.path));
-                        (crate::resolve::resolve_world(&crate::resolve::World::of(old_refs)), new_rows, counts)
-                    }
-                };
-                mark("2 resolve", &mut phases);
-                let diff = store::diff(
-                    &old_rows,
-                    &new_rows,
-                    &store::encode_facts(&old_changed.iter().collect::<Vec<_>>())?,
-                    &store::encode_facts(&changed)?,
-                );
-                let n = diff.changed_rows;
-                store.apply(diff, &root, &digest, &counts)?;
-                mark("3 graph store", &mut phases);
-                if search_fresh {
-                    let mut paths: Vec<String> = changed.iter().map(|f| f.path.clone()).collect();
-                    paths.extend(old_changed.iter().map(|f| f.path.clone()));
-                    paths.sort();
-                    paths.dedup();
-                    store::text::update(&root, &paths, changed.iter().flat_map(|f| docs_from_disk(&root, f)), &digest)?;
-                } else {
-                    rebuild_search(&root, &new_facts, &digest, threads)?;
-                }
-                mark("4 keyword store", &mut phases);
-                ("incremental", n, counts)
+    let old_digest = store.meta("tree_digest")?;
+    let search_fresh = search::SearchIndex::open(&root).and_then(|i| i.check_fresh(old_digest.as_deref())).is_ok();
+    // Counts kept by the previous run; an index without them is counted afresh.
+    let stored: Option<Counts> = store.meta("counts")?.and_then(|j| serde_json::from_str(&j).ok());
+    let (mode, rows_written, counts) = if parsed == 0 && removed == 0 {
+        let counts = match &stored {
+            Some(c) => c.clone(),
+            None => Counts::of(&resolve(&new_facts)),
+        };
+        mark("2 resolve", &mut phases);
+        if old_digest.as_deref() != Some(digest.as_str()) || stored.is_none() {
+            store.apply(store::Diff::default(), &root, &digest, &counts)?;
+        }
+        if !search_fresh || old_digest.as_deref() != Some(digest.as_str()) {
+            rebuild_search(&root, &new_facts, &digest)?;
+        }
+        ("unchanged", 0, counts)
+    } else {
+        let changed: Vec<&FileFacts> = new_facts.iter().zip(&fresh).filter(|(_, &f)| f).map(|(f, _)| f).collect();
+        let (old_rows, new_rows, counts) = match stored {
+            Some(mut counts) => {
+                let paths: BTreeSet<&str> = changed
+                    .iter()
+                    .map(|f| f.path.as_str())
+                    .chain(old_changed.iter().map(|f| f.path.as_str()))
+                    .collect();
+                let (old_part, new_part) = resolve_affected(&store, &old_changed, &new_facts, &paths)?;
+                counts.add(&Counts::of(&old_part), -1);
+                counts.add(&Counts::of(&new_part), 1);
+                (old_part, new_part, counts)
             }
+            None => {
+                let new_rows = resolve(&new_facts);
+                let counts = Counts::of(&new_rows);
+                // The old tree: the unchanged files (the same facts) and the old versions.
+                let mut old_refs: Vec<&FileFacts> =
+                    new_facts.iter().zip(&fresh).filter(|(_, &f)| !f).map(|(f, _)| f).chain(&old_changed).collect();
+                old_refs.sort_by(|a, b| a.path.cmp(&b.path));
+                (crate::resolve::resolve_world(&crate::resolve::World::of(old_refs)), new_rows, counts)
+            }
+        };
+        mark("2 resolve", &mut phases);
+        let diff = store::diff(
+            &old_rows,
+            &new_rows,
+            &store::encode_facts(&old_changed.iter().collect::<Vec<_>>())?,
+            &store::encode_facts(&changed)?,
+        );
+        let n = diff.changed_rows;
+        store.apply(diff, &root, &digest, &counts)?;
+        mark("3 graph store", &mut phases);
+        if search_fresh {
+            let mut paths: Vec<String> = changed.iter().map(|f| f.path.clone()).collect();
+            paths.extend(old_changed.iter().map(|f| f.path.clone()));
+            paths.sort();
+            paths.dedup();
+            store::text::update(&root, &paths, changed.iter().flat_map(|f| docs_from_disk(&root, f)), &digest)?;
+        } else {
+            rebuild_search(&root, &new_facts, &digest)?;
         }
-        None => {
-            // The keyword index needs only the facts and the files, and the graph store is
-            // independent of it (each is committed with the tree digest, so a reader tells
-            // a stale keyword index from the graph): it is written from the moment the
-            // parse ends, beside resolving and writing the graph. The graph's resolve and
-            // write take one thread; the keyword index the rest (one of two: with both
-            // threads tantivy wrote two segments whose term dictionaries each held most
-            // terms, for 5-10% more CPU time and 70-90 MiB more memory on TypeScript,
-            // and the same wall time). Its documents are made here, one file at a time
-            // (read again), while tantivy's thread indexes the ones before: held from the
-            // parse, every document at once was 60 MiB on Django and 280 MiB on TypeScript.
-            let text_threads = threads.saturating_sub(1).max(1);
-            let (graph, text) = std::thread::scope(|s| {
-                let text = s.spawn(|| {
-                    let t = Instant::now();
-                    let docs = new_facts.iter().flat_map(|f| docs_from_disk(&root, f));
-                    store::text::write_full(&root, docs, &digest, text_threads).map(|_| t.elapsed().as_secs_f64())
-                });
-                // On the index's pool: the parse freed its memory in those threads' malloc
-                // arenas, which resolving and writing then reuse (from another thread they
-                // grow a new arena: 30-60 MiB more peak RSS on Django).
-                let graph = pool.install(|| {
-                    let t = Instant::now();
-                    let new_rows = resolve(&new_facts);
-                    let resolved = t.elapsed().as_secs_f64();
-                    let t = Instant::now();
-                    let counts = Counts::of(&new_rows);
-                    let total = total_rows(&new_rows);
-                    store::write_full(&db_path, &root, new_rows, &new_facts, &digest, &counts)
-                        .map(|_| (resolved, t.elapsed().as_secs_f64(), total, counts))
-                });
-                (graph, text.join())
-            });
-            let text =
-                text.map_err(|_| IndexError::Store(StoreError::Db("the keyword index writer panicked".into())))?;
-            let (resolved, graph, rows, counts) = graph?;
-            phases.insert("2 resolve".into(), resolved);
-            phases.insert("3 graph store".into(), graph);
-            phases.insert("4 keyword store".into(), text?);
-            mark("2-4 resolve and stores, at once", &mut phases);
-            ("full", rows + new_facts.len(), counts)
-        }
+        mark("4 keyword store", &mut phases);
+        ("incremental", n, counts)
     };
 
-    Ok(Summary {
-        root: root.display().to_string(),
-        db: db_path.display().to_string(),
-        mode: mode.to_string(),
-        rebuilt_because,
-        files: new_facts.len(),
+    let done = Done {
+        mode,
+        rows_written,
+        counts,
         parsed,
         removed,
-        entities: counts.entities.max(0) as usize,
-        edges: counts.edges.max(0) as usize,
-        edges_by_how: counts.by_how.iter().map(|(k, v)| (k.clone(), (*v).max(0) as usize)).collect(),
-        files_with_syntax_errors: new_facts.iter().filter(|f| f.syntax_errors > 0).count(),
         skipped,
-        truncated: new_facts
-            .iter()
-            .filter(|f| !f.truncated.is_empty())
-            .map(|f| Skip { path: f.path.clone(), reason: f.truncated.clone() })
-            .collect(),
-        rows_written,
-        threads,
-        seconds: started.elapsed().as_secs_f64(),
-        phases,
+        files: new_facts.len(),
+        with_syntax_errors: new_facts.iter().filter(|f| f.syntax_errors > 0).count(),
+        truncated: truncated_of(&new_facts),
+    };
+    Ok(summary(done, phases))
+}
+
+/// What a run did, before it becomes a [`Summary`].
+struct Done {
+    mode: &'static str,
+    rows_written: usize,
+    counts: Counts,
+    parsed: usize,
+    removed: usize,
+    skipped: Vec<Skip>,
+    files: usize,
+    with_syntax_errors: usize,
+    truncated: Vec<Skip>,
+}
+
+/// Files kept in part, with where the entity budget stopped them.
+fn truncated_of<'a>(facts: impl IntoIterator<Item = &'a FileFacts>) -> Vec<Skip> {
+    facts
+        .into_iter()
+        .filter(|f| !f.truncated.is_empty())
+        .map(|f| Skip { path: f.path.clone(), reason: f.truncated.clone() })
+        .collect()
+}
+
+/// Values set once each by some threads and waited for by another (`OnceLock::wait` is
+/// newer than our minimum Rust): a setter sets, then takes the lock to wake the waiters; a
+/// waiter looks again under the lock before it sleeps, so no wake-up is missed.
+struct Slots<T> {
+    cells: Vec<OnceLock<T>>,
+    lock: Mutex<()>,
+    set: Condvar,
+}
+
+impl<T> Slots<T> {
+    fn new(n: usize) -> Slots<T> {
+        Slots { cells: (0..n).map(|_| OnceLock::new()).collect(), lock: Mutex::new(()), set: Condvar::new() }
+    }
+
+    /// Set slot `i` unless it is set already.
+    fn set(&self, i: usize, v: T) {
+        if let Some(c) = self.cells.get(i) {
+            if c.set(v).is_ok() {
+                let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+                self.set.notify_all();
+            }
+        }
+    }
+
+    /// Slot `i`'s value, once it is set (`None` for a slot that does not exist).
+    fn wait(&self, i: usize) -> Option<&T> {
+        let c = self.cells.get(i)?;
+        if let Some(v) = c.get() {
+            return Some(v);
+        }
+        let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(v) = c.get() {
+                return Some(v);
+            }
+            g = self.set.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// Fills what the parse left unset when it stops early (a worker panicked): the feeder
+/// waits for every file's slot in turn and then for the digest, and must not wait forever.
+struct FillUnset<'a> {
+    files: &'a Slots<Result<FileFacts, Skip>>,
+    digest: &'a Slots<Option<String>>,
+}
+
+impl Drop for FillUnset<'_> {
+    fn drop(&mut self) {
+        for i in 0..self.files.cells.len() {
+            self.files.set(i, Err(Skip { path: String::new(), reason: "not parsed: the parse stopped".into() }));
+        }
+        self.digest.set(0, None);
+    }
+}
+
+/// A build from scratch. The keyword index needs only each file's facts and text, so it
+/// is fed while the parse runs: workers take files in path order (a shared counter, so
+/// the parse advances through the list as one front) and put each file's facts in its
+/// slot; the feeder thread waits for the slots in order, reads each file again (its text
+/// is in the page cache) and hands its documents to tantivy's indexing thread. Documents
+/// go in the order of a build after the parse, so the index and every search answer are
+/// the same; at most one file's documents wait in the feeder. Once the parse ends, the
+/// graph is resolved and written on the index's pool (the parse freed its memory in those
+/// threads' malloc arenas, which resolving and writing then reuse: from another thread
+/// they grow a new arena, 30-60 MiB more peak RSS on Django) while tantivy finishes.
+/// Tantivy gets one indexing thread of two (with both, it wrote two segments whose term
+/// dictionaries each held most terms, for 5-10% more CPU time and 70-90 MiB more memory
+/// on TypeScript). Its commit waits for the tree digest, known when the parse ends.
+#[allow(clippy::too_many_arguments)]
+fn full(
+    root: &Path,
+    db_path: &Path,
+    files: &[SourceFile],
+    mut skipped: Vec<Skip>,
+    pool: &rayon::ThreadPool,
+    limits: Limits,
+    pb: &indicatif::ProgressBar,
+    started: Instant,
+    phases: &mut BTreeMap<String, f64>,
+) -> Result<Done, IndexError> {
+    let threads = pool.current_num_threads();
+    let slots: Slots<Result<FileFacts, Skip>> = Slots::new(files.len());
+    let digest_slot: Slots<Option<String>> = Slots::new(1);
+    let build = store::text::FullBuild::begin(root, threads.saturating_sub(1).max(1))?;
+    let (graph, text, parse_end) = std::thread::scope(|s| {
+        let text = s.spawn(|| {
+            let docs =
+                (0..files.len()).filter_map(|i| slots.wait(i)?.as_ref().ok()).flat_map(|f| docs_from_disk(root, f));
+            let added = build.add(docs);
+            match (added, digest_slot.wait(0)) {
+                (Ok(()), Some(Some(digest))) => build.finish(digest).map(|_| Instant::now()),
+                (added, _) => {
+                    build.abandon();
+                    added.and(Err(StoreError::Db("the keyword index was not finished: the parse stopped".into())))
+                }
+            }
+        });
+        let unset = FillUnset { files: &slots, digest: &digest_slot };
+        let next = AtomicUsize::new(0);
+        pool.broadcast(|_| {
+            let mut ex = Extractor::new(limits);
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(sf) = files.get(i) else { break };
+                let got = read_source(root, sf, limits).and_then(|bytes| {
+                    let hash = content_hash(&bytes);
+                    ex.extract_bytes(&sf.rel, sf.lang, &bytes, hash)
+                });
+                slots.set(i, got);
+                pb.inc(1);
+            }
+        });
+        pb.finish_and_clear();
+        let facts: Vec<&FileFacts> = slots.cells.iter().filter_map(|s| s.get()?.as_ref().ok()).collect();
+        let digest = store::tree_digest(facts.iter().copied());
+        digest_slot.set(0, Some(digest.clone()));
+        drop(unset);
+        let parse_end = Instant::now();
+        let graph = pool.install(|| {
+            let t = Instant::now();
+            let rows = crate::resolve::resolve_world(&crate::resolve::World::of(facts.clone()));
+            let resolved = t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let counts = Counts::of(&rows);
+            let total = total_rows(&rows);
+            store::write_full(db_path, root, rows, &facts, &digest, &counts)
+                .map(|_| (resolved, t.elapsed().as_secs_f64(), total, counts))
+        });
+        (graph, text.join(), parse_end)
+    });
+    let text_done = text.map_err(|_| IndexError::Store(StoreError::Db("the keyword index writer panicked".into())))?;
+    let (resolved, graph, rows, counts) = graph?;
+    let text_done = text_done?;
+    let opened = phases.get("0 open the stored index").copied().unwrap_or(0.0);
+    phases.insert("1 walk, read, parse".into(), (parse_end - started).as_secs_f64() - opened);
+    phases.insert("2 resolve".into(), resolved);
+    phases.insert("3 graph store".into(), graph);
+    // The keyword store's time past the parse's end (it ran during the parse).
+    phases.insert("4 keyword store".into(), text_done.saturating_duration_since(parse_end).as_secs_f64());
+    phases.insert("2-4 resolve and stores, at once".into(), parse_end.elapsed().as_secs_f64());
+    let mut facts = Vec::with_capacity(slots.cells.len());
+    for slot in slots.cells {
+        match slot.into_inner() {
+            Some(Ok(f)) => facts.push(f),
+            Some(Err(s)) => skipped.push(s),
+            None => {}
+        }
+    }
+    skipped.sort_by(|a, b| (&a.path, &a.reason).cmp(&(&b.path, &b.reason)));
+    Ok(Done {
+        mode: "full",
+        rows_written: rows + facts.len(),
+        counts,
+        parsed: facts.len(),
+        removed: 0,
+        skipped,
+        files: facts.len(),
+        with_syntax_errors: facts.iter().filter(|f| f.syntax_errors > 0).count(),
+        truncated: truncated_of(&facts),
     })
 }
 
@@ -546,9 +688,12 @@ fn resolve_affected<'a>(
 }
 
 /// Rebuild the keyword index from every indexed file (read again: they are in the page
-/// cache after the walk), one file's documents at a time.
-fn rebuild_search(root: &Path, facts: &[FileFacts], digest: &str, threads: usize) -> Result<(), IndexError> {
-    store::text::write_full(root, facts.iter().flat_map(|f| docs_from_disk(root, f)), digest, threads)?;
+/// cache after the walk), one file's documents at a time, into one segment as a full
+/// build does (one tantivy thread): the same documents in the same order, so the same
+/// hits, scores and ties. (Two threads split the documents between two segments as they
+/// came, which orders tied hits by chance and sums scores in another order.)
+fn rebuild_search(root: &Path, facts: &[FileFacts], digest: &str) -> Result<(), IndexError> {
+    store::text::write_full(root, facts.iter().flat_map(|f| docs_from_disk(root, f)), digest, 1)?;
     Ok(())
 }
 
@@ -589,6 +734,22 @@ fn extract_or_reuse(
     old: &HashMap<&str, (usize, &str)>,
     parsed: &AtomicUsize,
 ) -> Result<Got, Skip> {
+    let bytes = read_source(canon_root, sf, limits)?;
+    let hash = content_hash(&bytes);
+    if let Some(&(i, old_hash)) = old.get(sf.rel.as_str()) {
+        if old_hash == hash {
+            return Ok(Got::Reused(i));
+        }
+    }
+    // Counted once extracted: a file skipped for its content (binary, not UTF-8) has no
+    // facts to compare against next time, and must not make every run look changed.
+    let facts = ex.extract_bytes(&sf.rel, sf.lang, &bytes, hash)?;
+    parsed.fetch_add(1, Ordering::Relaxed);
+    Ok(Got::Parsed(Box::new(facts)))
+}
+
+/// A walked file's bytes, or why it is skipped.
+fn read_source(canon_root: &Path, sf: &SourceFile, limits: Limits) -> Result<Vec<u8>, Skip> {
     let skip = |reason: String| Skip { path: sf.rel.clone(), reason };
     let refused = |e: crate::confine::Refused| match e {
         crate::confine::Refused::Io(e) => skip(crate::confine::io_reason(&e)),
@@ -603,18 +764,7 @@ fn extract_or_reuse(
     }
     let mut bytes = Vec::with_capacity(len as usize + 1);
     std::io::Read::read_to_end(&mut file, &mut bytes).map_err(|e| skip(crate::confine::io_reason(&e)))?;
-    drop(file);
-    let hash = content_hash(&bytes);
-    if let Some(&(i, old_hash)) = old.get(sf.rel.as_str()) {
-        if old_hash == hash {
-            return Ok(Got::Reused(i));
-        }
-    }
-    // Counted once extracted: a file skipped for its content (binary, not UTF-8) has no
-    // facts to compare against next time, and must not make every run look changed.
-    let facts = ex.extract_bytes(&sf.rel, sf.lang, &bytes, hash)?;
-    parsed.fetch_add(1, Ordering::Relaxed);
-    Ok(Got::Parsed(Box::new(facts)))
+    Ok(bytes)
 }
 
 /// Parse every source file with tree-sitter and nothing else: the baseline the index
@@ -643,6 +793,35 @@ pub fn parse_only(root: &Path, threads: Option<usize>) -> Result<(usize, Duratio
 mod tests {
     use super::*;
     use crate::extract::Limits;
+
+    /// A waiter sees each slot's first value once it is set, in the order it asks, however
+    /// the setters interleave; a slot set twice keeps its first value.
+    #[test]
+    fn slots_hand_values_over_in_order() {
+        let slots: Slots<usize> = Slots::new(64);
+        let seen = std::thread::scope(|s| {
+            let waiter = s.spawn(|| (0..64).map(|i| *slots.wait(i).unwrap()).collect::<Vec<_>>());
+            let setters: Vec<_> = (0..4)
+                .map(|t| {
+                    let slots = &slots;
+                    s.spawn(move || {
+                        for i in (t..64).step_by(4).rev() {
+                            std::thread::sleep(Duration::from_micros(50 * (i as u64 % 7)));
+                            slots.set(i, i * 10);
+                        }
+                    })
+                })
+                .collect();
+            for h in setters {
+                h.join().unwrap();
+            }
+            slots.set(3, 999);
+            waiter.join().unwrap()
+        });
+        assert_eq!(seen, (0..64).map(|i| i * 10).collect::<Vec<_>>());
+        assert_eq!(slots.wait(3), Some(&30));
+        assert_eq!(slots.wait(64), None);
+    }
 
     /// The keyword documents are made from the file read again after the parse: the
     /// text the facts were made from gives the bodies; a file changed in between gives

@@ -157,7 +157,7 @@ pub(crate) type BytesSink<'s> = dyn FnMut(&[u8], &[u8]) -> Result<(), StoreError
 #[derive(Clone, Copy)]
 pub enum Facts<'a> {
     Encoded(&'a [(String, Vec<u8>)]),
-    Parsed(&'a [FileFacts]),
+    Parsed(&'a [&'a FileFacts]),
 }
 
 impl Facts<'_> {

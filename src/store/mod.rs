@@ -431,7 +431,7 @@ fn facts_codec() -> impl bincode::Options + Copy {
 
 /// A digest of every indexed file's path and content hash: the graph and the keyword
 /// index both record it, so either can tell whether the other matches it.
-pub fn tree_digest(facts: &[FileFacts]) -> String {
+pub fn tree_digest<'a>(facts: impl IntoIterator<Item = &'a FileFacts>) -> String {
     let mut h = blake3::Hasher::new();
     for f in facts {
         h.update(f.path.as_bytes());
@@ -465,7 +465,7 @@ pub fn write_full(
     path: &Path,
     root: &Path,
     rows: Rows,
-    facts: &[FileFacts],
+    facts: &[&FileFacts],
     digest: &str,
     counts: &crate::resolve::Counts,
 ) -> Result<(), StoreError> {
@@ -1169,7 +1169,7 @@ mod tests {
             .map(|p| ex.extract_bytes(p, crate::lang::Lang::Python, src.as_bytes(), "h".into()).unwrap())
             .collect();
         let mut one_by_one = Vec::new();
-        encode::Facts::Parsed(&parsed)
+        encode::Facts::Parsed(&parsed.iter().collect::<Vec<_>>())
             .each(&mut |p, d| {
                 one_by_one.push((p.to_string(), d.to_vec()));
                 Ok(())

@@ -4,7 +4,7 @@
 //! index that matches the graph from one an interrupted run left behind.
 
 use std::borrow::Borrow;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use tantivy::{Index, IndexWriter, Term};
 
@@ -42,31 +42,72 @@ pub fn write_full(
     digest: &str,
     threads: usize,
 ) -> Result<(), StoreError> {
-    let live = search_dir(root);
-    let parent = live.parent().unwrap_or(root);
-    std::fs::create_dir_all(parent)?;
-    super::remove_dead_temps(parent);
-    let tmp = parent.join(format!("search.tmp-{}", std::process::id()));
-    // An earlier run of this process that failed half-way (the graph writer never
-    // removes this process's files: they may be being written).
-    if tmp.exists() {
-        std::fs::remove_dir_all(&tmp)?;
+    let build = FullBuild::begin(root, threads)?;
+    build.add(docs)?;
+    build.finish(digest)
+}
+
+/// A keyword index being built from scratch in a directory of its own: documents go in
+/// as they come (a full index feeds it during the parse, before the tree digest is known),
+/// and [`FullBuild::finish`] commits it with the digest and swaps it in for the old one.
+/// Dropped unfinished, it leaves the live index as it was (its directory is removed by a
+/// later run's sweep of dead temporaries, or at once by [`FullBuild::abandon`]).
+pub struct FullBuild {
+    index: Index,
+    writer: IndexWriter,
+    tmp: PathBuf,
+    live: PathBuf,
+}
+
+impl FullBuild {
+    pub fn begin(root: &Path, threads: usize) -> Result<FullBuild, StoreError> {
+        let live = search_dir(root);
+        let parent = live.parent().unwrap_or(root);
+        std::fs::create_dir_all(parent)?;
+        super::remove_dead_temps(parent);
+        let tmp = parent.join(format!("search.tmp-{}", std::process::id()));
+        // An earlier run of this process that failed half-way (the graph writer never
+        // removes this process's files: they may be being written).
+        if tmp.exists() {
+            std::fs::remove_dir_all(&tmp)?;
+        }
+        std::fs::create_dir_all(&tmp)?;
+        let (schema, _) = schema();
+        let index = Index::create_in_dir(&tmp, schema).map_err(tv)?;
+        register_tokenizers(&index);
+        let writer: IndexWriter = index.writer_with_num_threads(threads.clamp(1, 8), WRITER_HEAP).map_err(tv)?;
+        Ok(FullBuild { index, writer, tmp, live })
     }
-    std::fs::create_dir_all(&tmp)?;
-    let (schema, _) = schema();
-    let index = Index::create_in_dir(&tmp, schema).map_err(tv)?;
-    register_tokenizers(&index);
-    let writer: IndexWriter = index.writer_with_num_threads(threads.clamp(1, 8), WRITER_HEAP).map_err(tv)?;
-    add_all(&writer, docs)?;
-    commit(writer, digest)?;
-    drop(index);
-    let old = parent.join(format!("search.old-{}", std::process::id()));
-    if live.exists() {
-        std::fs::rename(&live, &old)?;
+
+    /// Hand documents to tantivy's indexing threads, in order.
+    pub fn add(&self, docs: impl IntoIterator<Item = SearchDoc>) -> Result<(), StoreError> {
+        add_all(&self.writer, docs)
     }
-    std::fs::rename(&tmp, &live)?;
-    let _ = std::fs::remove_dir_all(&old);
-    Ok(())
+
+    /// Commit with the tree digest and put the new index in the old one's place.
+    pub fn finish(self, digest: &str) -> Result<(), StoreError> {
+        let FullBuild { index, writer, tmp, live } = self;
+        commit(writer, digest)?;
+        drop(index);
+        let parent = live.parent().unwrap_or(&live);
+        let old = parent.join(format!("search.old-{}", std::process::id()));
+        if live.exists() {
+            std::fs::rename(&live, &old)?;
+        }
+        std::fs::rename(&tmp, &live)?;
+        let _ = std::fs::remove_dir_all(&old);
+        Ok(())
+    }
+
+    /// Stop without committing: the live index stays, this build's directory goes.
+    pub fn abandon(self) {
+        let FullBuild { index, writer, tmp, .. } = self;
+        // Dropping the writer joins tantivy's indexing threads, which hold files in the
+        // directory.
+        drop(writer);
+        drop(index);
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
 }
 
 /// Replace the documents of `paths` (changed and removed files) by `docs`.

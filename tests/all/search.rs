@@ -138,3 +138,61 @@ fn an_entity_body_holds_its_own_lines_and_its_children_by_their_first_line() {
     assert!(body("cart.py:Cart.empty.inner").contains("clear_everything"));
     assert!(body("cart.py:Cart.total").contains("apply_discount"));
 }
+
+/// A full build feeds the keyword index while the parse runs (workers fill per-file slots,
+/// a feeder hands them to tantivy in path order). What it builds must be what a build
+/// after the parse gives: the same documents in the same order, so every hit and score is
+/// the same. A tree of many files of very different sizes (so the workers finish out of
+/// order), with files skipped for size and for content among them.
+#[test]
+fn a_keyword_index_fed_during_the_parse_equals_one_built_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    for i in 0..240 {
+        let pkg = root.join(format!("pkg{}", i % 7));
+        std::fs::create_dir_all(&pkg).unwrap();
+        let mut src = format!("\"\"\"Module {i}: ledger entries and totals.\"\"\"\n\n");
+        // Sizes from a few lines to a few thousand, so a worker on a big file falls behind.
+        for j in 0..(1 + (i * 37) % 150) {
+            src.push_str(&format!(
+                "def entry_{i}_{j}(amount, rate):\n    \"\"\"Book a ledger entry with rate {j}.\"\"\"\n    return round_total(amount * rate + {j})\n\n"
+            ));
+        }
+        std::fs::write(pkg.join(format!("m{i:03}.py")), src).unwrap();
+        if i % 11 == 0 {
+            let ts = format!("export function settle{i}(ledger: number[]): number {{\n  return ledger.reduce((a, b) => a + b, {i});\n}}\n");
+            std::fs::write(pkg.join(format!("s{i:03}.ts")), ts).unwrap();
+        }
+    }
+    std::fs::write(root.join("pkg0/binary.py"), b"\x00\x01\x02 not text").unwrap();
+    std::fs::write(root.join("pkg1/huge.py"), "x = 1\n".repeat(40_000)).unwrap();
+    let mut o = reproagent::index::Options::new(root);
+    o.threads = Some(2);
+    o.full = true;
+    o.limits.max_bytes = 200_000;
+    let s = reproagent::index::run(&o).unwrap();
+    assert_eq!(s.mode, "full");
+    let skipped: Vec<&str> = s.skipped.iter().map(|k| k.path.as_str()).collect();
+    assert_eq!(skipped, ["pkg0/binary.py", "pkg1/huge.py"], "{:?}", s.skipped);
+    let queries = ["ledger entry", "round_total amount", "settle reduce", "entry_17_3", "totals", "rate 12"];
+    let all = |root: &Path| -> Vec<Vec<(String, String)>> {
+        let i = SearchIndex::open(root).unwrap();
+        queries
+            .iter()
+            .map(|q| {
+                let hits = i.search(q, None, None, 100_000).unwrap();
+                assert!(!hits.is_empty() && hits.len() < 100_000, "{q}: {}", hits.len());
+                hits.into_iter().map(|h| (h.id, format!("{:.6}", h.score))).collect()
+            })
+            .collect()
+    };
+    let fed = all(root);
+    // Rebuilt from the stored facts after the fact: the keyword index gone, an unchanged
+    // tree makes `index` build it again, from the files in path order.
+    std::fs::remove_dir_all(reproagent::search::search_dir(root)).unwrap();
+    let mut o = reproagent::index::Options::new(root);
+    o.threads = Some(2);
+    o.limits.max_bytes = 200_000;
+    assert_eq!(reproagent::index::run(&o).unwrap().mode, "unchanged");
+    assert!(all(root) == fed, "the rebuilt keyword index answers otherwise");
+}
