@@ -471,7 +471,7 @@ pub(crate) fn line_of(node: Node) -> u32 {
 }
 
 /// Node kinds by id, for a walk that meets every node of a file: matched by number (a
-/// table made once per file), not by name (`Node::kind` measures and checks a C string
+/// table made once per grammar), not by name (`Node::kind` measures and checks a C string
 /// per node). Aliases share a name, so every id of a listed name maps to it.
 pub(crate) struct KindTable(Vec<&'static str>);
 

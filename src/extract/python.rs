@@ -201,9 +201,11 @@ pub(crate) fn bindings<'t>(root: Node<'t>, src: &str, out: &mut Vec<RawBinding<'
     // first three parameters.
     let mut setters: std::collections::HashSet<(usize, String)> = std::collections::HashSet::new();
     // The walk meets every named node of the file: its kind is matched by number (a
-    // table made once per file), not by name (`Node::kind` measures and checks a C string
-    // per node), and one cursor serves every node's children.
-    let kinds = KindTable::of(root, &MATCHED);
+    // table made once, Python's grammar being the only one this walk sees), not by name
+    // (`Node::kind` measures and checks a C string per node), and one cursor serves every
+    // node's children.
+    static KINDS: std::sync::OnceLock<KindTable> = std::sync::OnceLock::new();
+    let kinds = KINDS.get_or_init(|| KindTable::of(root, &MATCHED));
     let mut cursor = root.walk();
     while let Some((n, def)) = stack.pop() {
         let in_def = def.is_some();
