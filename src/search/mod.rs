@@ -111,7 +111,7 @@ pub fn schema() -> (Schema, Fields) {
 
 /// Register our tokenizer on an index (it is not persisted by tantivy).
 pub fn register_tokenizers(index: &Index) {
-    index.tokenizers().register(CODE_TOKENIZER, CodeTokenizer);
+    index.tokenizers().register(CODE_TOKENIZER, CodeTokenizer::default());
 }
 
 /// A document to index, before it becomes a tantivy document.

@@ -3,34 +3,42 @@
 
 use tantivy::tokenizer::{Token, TokenStream, Tokenizer};
 
+/// Holds the buffers its streams fill, so tokenizing a field value allocates nothing
+/// once they have grown (tantivy keeps one tokenizer per field while it indexes).
 #[derive(Clone, Default)]
-pub struct CodeTokenizer;
-
-/// One document's tokens: their lowercased texts end to end in one buffer, and the one
-/// `Token` tantivy reads, refilled on each `advance` (no allocation per token).
-pub struct CodeTokenStream {
+pub struct CodeTokenizer {
     texts: String,
-    /// (offset_from, offset_to, end of the token's text in `texts`)
     spans: Vec<(usize, usize, usize)>,
-    next: usize,
     token: Token,
 }
 
+/// One value's tokens: their lowercased texts end to end in one buffer, and the one
+/// `Token` tantivy reads, refilled on each `advance`.
+pub struct CodeTokenStream<'a> {
+    texts: &'a str,
+    /// (offset_from, offset_to, end of the token's text in `texts`)
+    spans: &'a [(usize, usize, usize)],
+    next: usize,
+    token: &'a mut Token,
+}
+
 impl Tokenizer for CodeTokenizer {
-    type TokenStream<'a> = CodeTokenStream;
-    fn token_stream<'a>(&'a mut self, text: &'a str) -> CodeTokenStream {
-        let mut texts = String::with_capacity(text.len() * 2);
-        let mut spans = Vec::new();
-        // Lowercased straight into the stream's buffer (no per-token scratch string).
+    type TokenStream<'a> = CodeTokenStream<'a>;
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> CodeTokenStream<'a> {
+        let CodeTokenizer { texts, spans, token } = self;
+        texts.clear();
+        spans.clear();
+        // Lowercased straight into the buffer (no per-token scratch string).
         split_ranges(text, &mut |from, to| {
-            push_lower(&text[from..to], &mut texts);
+            push_lower(&text[from..to], texts);
             spans.push((from, to, texts.len()));
         });
-        CodeTokenStream { texts, spans, next: 0, token: Token::default() }
+        token.reset();
+        CodeTokenStream { texts, spans, next: 0, token }
     }
 }
 
-impl TokenStream for CodeTokenStream {
+impl TokenStream for CodeTokenStream<'_> {
     fn advance(&mut self) -> bool {
         let Some(&(from, to, end)) = self.spans.get(self.next) else { return false };
         let start = self.next.checked_sub(1).map_or(0, |p| self.spans[p].2);
@@ -44,10 +52,10 @@ impl TokenStream for CodeTokenStream {
         true
     }
     fn token(&self) -> &Token {
-        &self.token
+        self.token
     }
     fn token_mut(&mut self) -> &mut Token {
-        &mut self.token
+        self.token
     }
 }
 
@@ -402,11 +410,13 @@ mod tests {
             }
         }
         assert!(texts.len() > 100, "found {} texts", texts.len());
+        let mut tokenizer = CodeTokenizer::default();
         for t in &texts {
             let mut want = Vec::new();
             reference::split(t, &mut |a, b, s| want.push((a, b, s)));
             assert_eq!(all_tokens(t), want);
-            let mut stream = CodeTokenizer.token_stream(t);
+            // One tokenizer for every text: its buffers carry nothing from one to the next.
+            let mut stream = tokenizer.token_stream(t);
             let mut n = 0;
             while stream.advance() {
                 let tok = stream.token();
