@@ -212,14 +212,21 @@ fn visit<'t>(t: &mut Tags<'t>, n: Node<'t>, kind: &str, src: &str) {
                 return;
             };
             let recv = n.field("object").map(|r| super::receiver_text(r, src)).unwrap_or_default();
-            t.calls.push((n, text(nm, src).to_string(), recv, super::count_args(args), false, line_of(nm)));
+            t.calls.push((n, text(nm, src).to_string(), recv, super::count_args(args, src), false, line_of(nm)));
         }
         "object_creation_expression" => {
             let Some(ty) = n.field("type").filter(|x| x.is_named()) else { return };
             let Some(args) = n.field("arguments").filter(|a| a.kind() == "argument_list") else {
                 return;
             };
-            t.calls.push((n, strip_generics(text(ty, src)), String::new(), super::count_args(args), true, line_of(n)));
+            t.calls.push((
+                n,
+                strip_generics(text(ty, src)),
+                String::new(),
+                super::count_args(args, src),
+                true,
+                line_of(n),
+            ));
         }
         "import_declaration" => t.imports.push(n),
         // The last one in the file, as the query's matches come in order.

@@ -626,7 +626,7 @@ fn query_tags<'t>(c: &Compiled, root: Node<'t>, src: &str, t: &mut Tags<'t>) {
         } else if let (Some((node, kind)), Some(n)) = (def, name) {
             t.defs.push(RawDef { node, kind, name: text(n, src).to_string(), value });
         } else if let (Some((node, is_new)), Some(n)) = (call, name) {
-            let args = arguments.map(count_args).unwrap_or(0);
+            let args = arguments.map(|a| count_args(a, src)).unwrap_or(0);
             let recv = receiver.map(|r| receiver_text(r, src)).unwrap_or_default();
             let name_text = if is_new { strip_generics(text(n, src)) } else { text(n, src).to_string() };
             let line = if is_new { line_of(node) } else { line_of(n) };
@@ -911,7 +911,14 @@ fn count_errors(root: Node) -> u32 {
     n
 }
 
-fn count_args(args: Node) -> u32 {
+/// A call's arguments: the named children of its argument list, comments aside. With no
+/// `#` or `/` in the list's text no child can be a comment, and the count tree-sitter
+/// keeps in the node is the answer (walking the children was 1% of a full build on Guava).
+fn count_args(args: Node, src: &str) -> u32 {
+    let within = src.as_bytes().get(args.byte_range()).unwrap_or_default();
+    if memchr::memchr2(b'#', b'/', within).is_none() {
+        return args.named_child_count() as u32;
+    }
     let mut c = args.walk();
     args.named_children(&mut c).filter(|n| n.kind() != "comment").count() as u32
 }

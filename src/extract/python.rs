@@ -181,7 +181,7 @@ fn visit<'t>(t: &mut Tags<'t>, n: Node<'t>, kind: &str, src: &str) {
                 _ => return,
             };
             let recv = receiver.map(|r| super::receiver_text(r, src)).unwrap_or_default();
-            t.calls.push((n, text(name, src).to_string(), recv, super::count_args(args), false, line_of(name)));
+            t.calls.push((n, text(name, src).to_string(), recv, super::count_args(args, src), false, line_of(name)));
         }
         "import_statement" | "import_from_statement" => t.imports.push(n),
         _ => {}
