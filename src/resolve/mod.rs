@@ -378,12 +378,18 @@ pub fn resolve_world<'a>(world: &World<'a>) -> Rows<'a> {
 pub fn resolve_files<'a>(world: &World<'a>, which: &[u32]) -> Rows<'a> {
     let b = |s: &'a str| -> Text<'a> { Cow::Borrowed(s) };
     let files = &world.files;
-    let mut rows = Rows::default();
+    // Each relation's rows are pushed as they come and made into their ordered map or set
+    // once, at the end: one sort and a bulk build cost far less than a B-tree descent per
+    // row (524k set and 284k map inserts on Guava). The maps keep the last row pushed
+    // under a key, as inserting one by one did; `calls` keeps the surest edge (the first
+    // of equals), as below.
+    let (mut file, mut entity, mut contains, mut inherits) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut imports, mut call_site, mut unresolved, mut calls) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for &fi in which {
         let f: &'a FileFacts = files[fi as usize];
-        rows.file.insert(b(&f.path), (b(f.lang.name()), b(&f.hash), f.lines as i64, f.is_test, f.syntax_errors as i64));
+        file.push((b(&f.path), (b(f.lang.name()), b(&f.hash), f.lines as i64, f.is_test, f.syntax_errors as i64)));
         for (ei, e) in f.entities.iter().enumerate() {
-            rows.entity.insert(
+            entity.push((
                 b(&e.id),
                 EntityRow {
                     kind: b(e.kind.as_str()),
@@ -396,13 +402,13 @@ pub fn resolve_files<'a>(world: &World<'a>, which: &[u32]) -> Rows<'a> {
                     doc: b(&e.doc),
                     is_test: e.is_test,
                 },
-            );
+            ));
             if let Some(p) = e.parent {
-                rows.contains.insert((b(&f.entities[p as usize].id), b(&e.id)));
+                contains.push((b(&f.entities[p as usize].id), b(&e.id)));
             }
             if let Some(bs) = world.bases.get(&(fi, ei as u32)) {
                 for (name, base) in e.bases.iter().zip(bs) {
-                    rows.inherits.insert((b(&e.id), b(name)), base.map(|x| b(world.id(x))));
+                    inherits.push(((b(&e.id), b(name)), base.map(|x| b(world.id(x)))));
                 }
             }
         }
@@ -412,21 +418,21 @@ pub fn resolve_files<'a>(world: &World<'a>, which: &[u32]) -> Rows<'a> {
                 Lang::TypeScript => typescript::import_target(world, fi, imp),
                 Lang::Java => java::import_target(world, fi, imp),
             };
-            rows.imports.insert(
+            imports.push((
                 (b(&f.path), imp.line as i64, b(&imp.module), b(&imp.name)),
                 (b(&imp.alias), target.map(Cow::Owned)),
-            );
+            ));
         }
         for call in &f.calls {
             let caller = b(&f.entities[call.owner as usize].id);
-            rows.call_site.insert((caller.clone(), call.line as i64, b(&call.name), b(&call.receiver)));
+            call_site.push((caller.clone(), call.line as i64, b(&call.name), b(&call.receiver)));
             let hits = match f.lang {
                 Lang::Python => python::resolve_call(world, fi, call),
                 Lang::TypeScript => typescript::resolve_call(world, fi, call),
                 Lang::Java => java::resolve_call(world, fi, call),
             };
             if hits.is_empty() {
-                rows.unresolved.insert((b(&call.name), caller.clone(), call.line as i64, b(&call.receiver)));
+                unresolved.push((b(&call.name), caller.clone(), call.line as i64, b(&call.receiver)));
             }
             let n = hits.iter().filter(|h| h.how == How::Name).count().max(1);
             for h in hits {
@@ -434,15 +440,47 @@ pub fn resolve_files<'a>(world: &World<'a>, which: &[u32]) -> Rows<'a> {
                 if h.how == How::Name {
                     conf = ((conf / n as f64) * 1000.0).round() / 1000.0;
                 }
-                let key = (caller.clone(), b(world.id(h.target)), call.line as i64);
-                let better = rows.calls.get(&key).is_none_or(|(_, c)| conf > *c);
-                if better {
-                    rows.calls.insert(key, (b(h.how.as_str()), conf));
-                }
+                calls.push(((caller.clone(), b(world.id(h.target)), call.line as i64), (b(h.how.as_str()), conf)));
             }
         }
     }
-    rows
+    // An edge found twice (two calls of one callee on a line, or two ways) keeps the
+    // surest, the first of equals.
+    let calls = map_of(calls, |new: &(Text<'a>, f64), old: &(Text<'a>, f64)| new.1 > old.1);
+    Rows {
+        file: map_of(file, last),
+        entity: map_of(entity, last),
+        contains: contains.into_iter().collect(),
+        calls,
+        call_site: call_site.into_iter().collect(),
+        unresolved: unresolved.into_iter().collect(),
+        imports: map_of(imports, last),
+        inherits: map_of(inherits, last),
+    }
+}
+
+/// For [`map_of`]: the last row pushed under a key is the one kept.
+fn last<V>(_: &V, _: &V) -> bool {
+    true
+}
+
+/// Rows pushed in order, made into a map as inserting them one by one would, where a row
+/// whose key is there already takes its place when `replaces(new, old)`. The sort is
+/// stable, so rows under one key are met in push order.
+fn map_of<K: Ord, V>(mut rows: Vec<(K, V)>, replaces: impl Fn(&V, &V) -> bool) -> BTreeMap<K, V> {
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    // In place: `dedup_by` hands each row with the one kept before it.
+    rows.dedup_by(|row, kept| {
+        if row.0 != kept.0 {
+            return false;
+        }
+        if replaces(&row.1, &kept.1) {
+            std::mem::swap(&mut row.1, &mut kept.1);
+        }
+        true
+    });
+    // Sorted and unique: the map is built from them in one pass.
+    rows.into_iter().collect()
 }
 
 /// Tests and what they reach: at most [`TEST_REACH_DEPTH`] edges of confidence at least
@@ -503,4 +541,34 @@ pub(crate) fn lexical(
         at = e.parent;
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `map_of` keeps what inserting the rows one by one kept: the last under a key, or,
+    /// for `calls`, the surest and the first of equals.
+    #[test]
+    fn rows_made_into_a_map_keep_what_inserting_one_by_one_kept() {
+        let rows = vec![("b", 1), ("a", 2), ("b", 3), ("c", 4), ("a", 5), ("b", 6)];
+        let mut inserted = BTreeMap::new();
+        for &(k, v) in &rows {
+            inserted.insert(k, v);
+        }
+        assert_eq!(map_of(rows.clone(), last), inserted);
+        assert_eq!(map_of(rows, last), BTreeMap::from([("a", 5), ("b", 6), ("c", 4)]));
+
+        let edges = vec![("f", ("name", 0.5)), ("f", ("self", 0.9)), ("g", ("name", 0.3)), ("f", ("import", 0.9))];
+        let mut surest: BTreeMap<&str, (&str, f64)> = BTreeMap::new();
+        for &(k, v) in &edges {
+            if surest.get(k).is_none_or(|old| v.1 > old.1) {
+                surest.insert(k, v);
+            }
+        }
+        let made = map_of(edges, |new: &(&str, f64), old: &(&str, f64)| new.1 > old.1);
+        assert_eq!(made, surest);
+        assert_eq!(made["f"], ("self", 0.9));
+        assert!(map_of(Vec::<(u8, u8)>::new(), last).is_empty());
+    }
 }
