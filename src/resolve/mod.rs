@@ -479,7 +479,7 @@ fn map_of<K: Ord, V>(mut rows: Vec<(K, V)>, replaces: impl Fn(&V, &V) -> bool) -
         }
         true
     });
-    // Sorted and unique: the map is built from them in one pass.
+    // Sorted and unique: the map's own sort finds one run, and it is built bottom up.
     rows.into_iter().collect()
 }
 
