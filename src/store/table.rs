@@ -376,6 +376,22 @@ impl Iterator for TableIter {
     }
 }
 
+/// How many bytes `a` and `b` share at their start: eight at a time, then the rest.
+fn shared_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= n {
+        let (Ok(x), Ok(y)) = (<[u8; 8]>::try_from(&a[i..i + 8]), <[u8; 8]>::try_from(&b[i..i + 8])) else { break };
+        let (x, y) = (u64::from_le_bytes(x), u64::from_le_bytes(y));
+        if x != y {
+            // The first differing byte is the lowest differing one of the little-endian words.
+            return i + ((x ^ y).trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    i + a[i..n].iter().zip(&b[i..n]).take_while(|(x, y)| x == y).count()
+}
+
 /// Writes a new table file, pairs in strictly ascending key order.
 pub struct TableWriter {
     out: BufWriter<File>,
@@ -384,10 +400,11 @@ pub struct TableWriter {
     raw: Vec<u8>,
     count: u32,
     first: Vec<u8>,
-    /// The last key written, in this block or before it.
-    last: Option<Vec<u8>>,
-    /// The last key of the open block (the base of the next key's shared prefix).
-    prev_in_block: Vec<u8>,
+    /// The last key written, in this block or before it (the base of the next key's
+    /// shared prefix while the block is open): one buffer, refilled per pair.
+    last: Vec<u8>,
+    /// Whether any key was written (`last` is meaningful).
+    has_last: bool,
     blocks: Vec<BlockRef>,
     pairs: u64,
 }
@@ -404,37 +421,50 @@ impl TableWriter {
             raw: Vec::with_capacity(BLOCK_BYTES + 4096),
             count: 0,
             first: Vec::new(),
-            last: None,
-            prev_in_block: Vec::new(),
+            last: Vec::new(),
+            has_last: false,
             blocks: Vec::new(),
             pairs: 0,
         })
     }
 
     fn check_order(&self, key: &[u8]) -> Result<(), TableError> {
-        match &self.last {
-            Some(l) if l.as_slice() >= key => {
-                Err(damaged(format!("{}: pairs written out of order (a store bug)", self.path.display())))
-            }
+        match self.has_last.then_some(&self.last) {
+            Some(l) if l.as_slice() >= key => Err(self.out_of_order()),
             _ => Ok(()),
         }
     }
 
+    fn out_of_order(&self) -> TableError {
+        damaged(format!("{}: pairs written out of order (a store bug)", self.path.display()))
+    }
+
     pub fn add(&mut self, key: &[u8], val: &[u8]) -> Result<(), TableError> {
-        self.check_order(key)?;
-        if self.count == 0 {
-            self.first = key.to_vec();
-            self.prev_in_block.clear();
+        // The shared prefix with the last key also says the order: past it, the new key
+        // must have the greater byte, or be the longer with nothing past the last key.
+        let common = shared_prefix(&self.last, key);
+        let after = match (self.last.get(common), key.get(common)) {
+            (Some(l), Some(k)) => k > l,
+            (None, Some(_)) => true,
+            _ => false,
+        };
+        if self.has_last && !after {
+            return Err(self.out_of_order());
         }
-        let shared = self.prev_in_block.iter().zip(key).take_while(|(a, b)| a == b).count();
+        let shared = if self.count == 0 {
+            self.first = key.to_vec();
+            0
+        } else {
+            common
+        };
         put_varint(&mut self.raw, shared as u64);
         put_varint(&mut self.raw, (key.len() - shared) as u64);
         put_varint(&mut self.raw, val.len() as u64);
         self.raw.extend_from_slice(&key[shared..]);
         self.raw.extend_from_slice(val);
-        self.prev_in_block.clear();
-        self.prev_in_block.extend_from_slice(key);
-        self.last = Some(key.to_vec());
+        self.last.clear();
+        self.last.extend_from_slice(key);
+        self.has_last = true;
         self.count += 1;
         self.pairs += 1;
         if self.raw.len() >= BLOCK_BYTES {
@@ -466,7 +496,7 @@ impl TableWriter {
             len: packed.len() as u32,
             count: self.count,
             first: std::mem::take(&mut self.first),
-            last: self.prev_in_block.clone(),
+            last: self.last.clone(),
         });
         self.raw.clear();
         self.count = 0;
@@ -502,7 +532,9 @@ impl TableWriter {
                 self.pairs += u64::from(b.count);
             }
             self.offset += end - start;
-            self.last = Some(blocks[j - 1].last.clone());
+            self.last.clear();
+            self.last.extend_from_slice(&blocks[j - 1].last);
+            self.has_last = true;
             i = j;
         }
         Ok(())
@@ -540,6 +572,46 @@ impl TableWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The writer takes a key only above the last one: equal, smaller, or a prefix of the
+    /// last key is refused (within a block and at a block's start); a longer key that
+    /// extends the last one is taken.
+    #[test]
+    fn the_writer_refuses_a_key_not_above_the_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = TableWriter::create(&dir.path().join("t")).unwrap();
+        w.add(b"rel\0abcdefghij", b"1").unwrap();
+        for bad in [&b"rel\0abcdefghij"[..], b"rel\0abcdefghi", b"rel\0abcdefghia", b"rel\0", b""] {
+            assert!(w.add(bad, b"").is_err(), "{:?} after rel\\0abcdefghij", String::from_utf8_lossy(bad));
+        }
+        w.add(b"rel\0abcdefghij\0", b"2").unwrap();
+        w.add(b"rel\0abcdefghik", b"3").unwrap();
+        w.close_block().unwrap();
+        assert!(w.add(b"rel\0abcdefghik", b"").is_err(), "the last key again, at a block's start");
+        assert!(w.add(b"rel\0abc", b"").is_err(), "a smaller key at a block's start");
+        w.add(b"rem", b"4").unwrap();
+        assert_eq!(w.finish().unwrap(), 4);
+    }
+
+    /// The word-at-a-time count is the byte-at-a-time one, wherever the first difference
+    /// falls (in a word, at its edge, in the tail) and whichever slice is shorter.
+    #[test]
+    fn shared_prefix_counts_what_a_byte_walk_counts() {
+        let base: Vec<u8> = (0..40u8).map(|b| b.wrapping_mul(37)).collect();
+        for len_a in [0, 1, 7, 8, 9, 16, 23, 40] {
+            for len_b in [0, 5, 8, 17, 40] {
+                for flip in 0..40 {
+                    let a = &base[..len_a];
+                    let mut b = base[..len_b].to_vec();
+                    if let Some(x) = b.get_mut(flip) {
+                        *x ^= 0x10;
+                    }
+                    let naive = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+                    assert_eq!(shared_prefix(a, &b), naive, "a {len_a} b {len_b} flip {flip}");
+                }
+            }
+        }
+    }
 
     fn pairs(n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
         (0..n)
