@@ -3,21 +3,20 @@
 
 use tantivy::tokenizer::{Token, TokenStream, Tokenizer};
 
-/// Holds the buffers its streams fill, so tokenizing a field value allocates nothing
-/// once they have grown (tantivy keeps one tokenizer per field while it indexes).
+/// Holds the buffer its streams fill, so tokenizing a field value allocates nothing
+/// once it has grown (tantivy keeps one tokenizer per field while it indexes).
 #[derive(Clone, Default)]
 pub struct CodeTokenizer {
-    texts: String,
-    spans: Vec<(usize, usize, usize)>,
+    spans: Vec<(usize, usize)>,
     token: Token,
 }
 
-/// One value's tokens: their lowercased texts end to end in one buffer, and the one
-/// `Token` tantivy reads, refilled on each `advance`.
+/// One value's tokens: their byte ranges in the value, and the one `Token` tantivy
+/// reads, refilled on each `advance` with the next range's text lowercased.
 pub struct CodeTokenStream<'a> {
-    texts: &'a str,
-    /// (offset_from, offset_to, end of the token's text in `texts`)
-    spans: &'a [(usize, usize, usize)],
+    text: &'a str,
+    /// (offset_from, offset_to) of each token in `text`, in order
+    spans: &'a [(usize, usize)],
     next: usize,
     token: &'a mut Token,
 }
@@ -25,29 +24,24 @@ pub struct CodeTokenStream<'a> {
 impl Tokenizer for CodeTokenizer {
     type TokenStream<'a> = CodeTokenStream<'a>;
     fn token_stream<'a>(&'a mut self, text: &'a str) -> CodeTokenStream<'a> {
-        let CodeTokenizer { texts, spans, token } = self;
-        texts.clear();
+        let CodeTokenizer { spans, token } = self;
         spans.clear();
-        // Lowercased straight into the buffer (no per-token scratch string).
-        split_ranges(text, &mut |from, to| {
-            push_lower(&text[from..to], texts);
-            spans.push((from, to, texts.len()));
-        });
+        split_ranges(text, &mut |from, to| spans.push((from, to)));
         token.reset();
-        CodeTokenStream { texts, spans, next: 0, token }
+        CodeTokenStream { text, spans, next: 0, token }
     }
 }
 
 impl TokenStream for CodeTokenStream<'_> {
     fn advance(&mut self) -> bool {
-        let Some(&(from, to, end)) = self.spans.get(self.next) else { return false };
-        let start = self.next.checked_sub(1).map_or(0, |p| self.spans[p].2);
+        let Some(&(from, to)) = self.spans.get(self.next) else { return false };
         self.token.offset_from = from;
         self.token.offset_to = to;
         self.token.position = self.next;
         self.token.position_length = 1;
+        // Lowercased straight into the token's text (no buffer between).
         self.token.text.clear();
-        self.token.text.push_str(&self.texts[start..end]);
+        push_lower(&self.text[from..to], &mut self.token.text);
         self.next += 1;
         true
     }
