@@ -506,24 +506,95 @@ fn write_table(
         units.extend(l.indices.iter().map(|(id, _)| (*id, l)));
     }
     units.sort_by_key(|(id, _)| *id);
-    for (id, l) in units {
-        // The writer refusing a pair (out of order, or twice) is a bug in what is written,
-        // not damage to an index: said as such, with the relation.
-        let refused = |e: TableError| match e {
-            TableError::Damaged(why) => StoreError::Db(format!("writing relation {}: {why}", l.name)),
-            other => werr(other),
+    // Two stages at once: this thread encodes the rows into pairs, in batches; a second
+    // thread adds them to the table (prefixes, LZ4, CRCs, the file). A few batches are in
+    // flight at most, their buffers handed back to be filled again.
+    let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Batch>(2);
+    let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Batch>();
+    std::thread::scope(|s| {
+        let writer = s.spawn(move || -> Result<TableWriter, StoreError> {
+            for mut batch in full_rx {
+                for (k, v) in batch.pairs() {
+                    // The writer refusing a pair (out of order, or twice) is a bug in what
+                    // is written, not damage to an index: said as such, with the relation.
+                    w.add(k, v).map_err(|e| match e {
+                        TableError::Damaged(why) => StoreError::Db(format!("writing relation {}: {why}", batch.rel)),
+                        other => werr(other),
+                    })?;
+                }
+                batch.bytes.clear();
+                batch.ends.clear();
+                // The encoder may be gone (it stopped on an error): the buffer is dropped.
+                let _ = empty_tx.send(batch);
+            }
+            Ok(w)
+        });
+        // A closed channel: the writer stopped, and says why when joined.
+        let stopped = |_| StoreError::Db("the graph's table writer stopped".into());
+        let encoded = || -> Result<(), StoreError> {
+            for (id, l) in units {
+                // A batch holds one unit's pairs (a refusal names the relation).
+                let mut batch = empty_rx.try_recv().unwrap_or_default();
+                batch.rel = l.name;
+                encode::write_unit(l, id, &mut |f| encode::each_row(l.name, &rows, facts, &meta, f), &mut |k, v| {
+                    batch.push(k, v);
+                    if batch.bytes.len() >= Batch::BYTES {
+                        let mut next = empty_rx.try_recv().unwrap_or_default();
+                        next.rel = l.name;
+                        full_tx.send(std::mem::replace(&mut batch, next)).map_err(stopped)?;
+                    }
+                    Ok(())
+                })?;
+                if !batch.ends.is_empty() {
+                    full_tx.send(batch).map_err(stopped)?;
+                }
+                // A relation's rows go once its last run is written (its runs are numbered
+                // together: each index right after its relation).
+                if l.indices.iter().map(|(i, _)| *i).chain([l.id]).max() == Some(id) {
+                    rows.clear_relation(l.name);
+                }
+            }
+            Ok(())
         };
-        encode::write_unit(l, id, &mut |f| encode::each_row(l.name, &rows, facts, &meta, f), &mut |k, v| {
-            w.add(k, v).map_err(refused)
-        })?;
-        // A relation's rows go once its last run is written (its runs are numbered
-        // together: each index right after its relation).
-        if l.indices.iter().map(|(i, _)| *i).chain([l.id]).max() == Some(id) {
-            rows.clear_relation(l.name);
-        }
+        let encoded = encoded();
+        drop(full_tx);
+        let written = writer.join().map_err(|_| StoreError::Db("the graph's table writer panicked".into()))?;
+        // The writer's own error says more than the encoder's closed channel.
+        let w = written?;
+        encoded?;
+        w.finish().map_err(werr)?;
+        Ok(())
+    })
+}
+
+/// Encoded pairs on their way to the table writer: keys and values laid end to end in
+/// one buffer, with where each pair's key and value end.
+#[derive(Default)]
+struct Batch {
+    rel: &'static str,
+    bytes: Vec<u8>,
+    ends: Vec<(usize, usize)>,
+}
+
+impl Batch {
+    /// About what a batch holds before it is handed over.
+    const BYTES: usize = 1 << 18;
+
+    fn push(&mut self, k: &[u8], v: &[u8]) {
+        self.bytes.extend_from_slice(k);
+        let key_end = self.bytes.len();
+        self.bytes.extend_from_slice(v);
+        self.ends.push((key_end, self.bytes.len()));
     }
-    w.finish().map_err(werr)?;
-    Ok(())
+
+    fn pairs(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        let mut start = 0;
+        self.ends.iter().map(move |&(k, v)| {
+            let pair = (&self.bytes[start..k], &self.bytes[k..v]);
+            start = v;
+            pair
+        })
+    }
 }
 
 /// Cozo's catalog for the schema (the pairs below `DATA_START`) and every relation's
