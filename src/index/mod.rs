@@ -606,10 +606,11 @@ fn full(
         let next = AtomicUsize::new(0);
         pool.broadcast(|_| {
             let mut ex = Extractor::new(limits);
+            let mut bytes = Vec::new();
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(sf) = files.get(i) else { break };
-                let got = read_source(root, sf, limits).and_then(|bytes| {
+                let got = read_source_into(root, sf, limits, &mut bytes).and_then(|()| {
                     let hash = content_hash(&bytes);
                     ex.extract_bytes(&sf.rel, sf.lang, &bytes, hash)
                 });
@@ -750,6 +751,14 @@ fn extract_or_reuse(
 
 /// A walked file's bytes, or why it is skipped.
 fn read_source(canon_root: &Path, sf: &SourceFile, limits: Limits) -> Result<Vec<u8>, Skip> {
+    let mut bytes = Vec::new();
+    read_source_into(canon_root, sf, limits, &mut bytes)?;
+    Ok(bytes)
+}
+
+/// [`read_source`] into a buffer the caller reuses from file to file (a large buffer
+/// allocated per file cost a consolidation of glibc's free lists each time).
+fn read_source_into(canon_root: &Path, sf: &SourceFile, limits: Limits, bytes: &mut Vec<u8>) -> Result<(), Skip> {
     let skip = |reason: String| Skip { path: sf.rel.clone(), reason };
     let refused = |e: crate::confine::Refused| match e {
         crate::confine::Refused::Io(e) => skip(crate::confine::io_reason(&e)),
@@ -762,9 +771,10 @@ fn read_source(canon_root: &Path, sf: &SourceFile, limits: Limits) -> Result<Vec
     if len > limits.max_bytes {
         return Err(skip(format!("too large: {len} bytes, limit {} (--max-file-bytes)", limits.max_bytes)));
     }
-    let mut bytes = Vec::with_capacity(len as usize + 1);
-    std::io::Read::read_to_end(&mut file, &mut bytes).map_err(|e| skip(crate::confine::io_reason(&e)))?;
-    Ok(bytes)
+    bytes.clear();
+    bytes.reserve(len as usize + 1);
+    std::io::Read::read_to_end(&mut file, bytes).map_err(|e| skip(crate::confine::io_reason(&e)))?;
+    Ok(())
 }
 
 /// Parse every source file with tree-sitter and nothing else: the baseline the index
