@@ -192,22 +192,38 @@ fn visit<'t>(t: &mut Tags<'t>, n: Node<'t>, kind: &str, src: &str) {
 /// chained, walrus), `for` and comprehension targets, `with ... as`, `except ... as`,
 /// imports inside functions, return annotations. One walk over the tree.
 pub(crate) fn bindings<'t>(root: Node<'t>, src: &str, out: &mut Vec<RawBinding<'t>>, mut tags: Option<&mut Tags<'t>>) {
-    // The innermost `def` around a node, if any.
-    let mut stack: Vec<(Node<'t>, Option<Node<'t>>)> = vec![(root, None)];
+    // The `def`s around the node the walk is at, innermost last, with their depths.
+    let mut defs: Vec<(usize, Node<'t>)> = Vec::new();
     // `cls.add_to_class("objects", manager)` in a method: (the method, the call), kept
     // until every class's setter methods are known.
     let mut setter_calls: Vec<SetterCall<'t>> = Vec::new();
     // (class node id, method name): methods that do `setattr(p0, p1, p2)` with their
     // first three parameters.
     let mut setters: std::collections::HashSet<(usize, String)> = std::collections::HashSet::new();
-    // The walk meets every named node of the file: its kind is matched by number (a
-    // table made once, Python's grammar being the only one this walk sees), not by name
-    // (`Node::kind` measures and checks a C string per node), and one cursor serves every
-    // node's children.
+    // The walk meets every named node of the file, in document order, with one cursor
+    // (going into named nodes only, as a walk over named children goes; what it finds is
+    // put in order after it, so the order it meets nodes in does not matter): its kind is
+    // matched by number (a table made once, Python's grammar being the only one this walk
+    // sees), not by name (`Node::kind` measures and checks a C string per node).
     static KINDS: std::sync::OnceLock<KindTable> = std::sync::OnceLock::new();
     let kinds = KINDS.get_or_init(|| KindTable::of(root, &MATCHED));
     let mut cursor = root.walk();
-    while let Some((n, def)) = stack.pop() {
+    let mut depth = 0usize;
+    loop {
+        let n = cursor.node();
+        if !n.is_named() {
+            // Past an unnamed node (punctuation, a keyword): its next sibling, or up.
+            if !next_node(&mut cursor, &mut depth) {
+                break;
+            }
+            continue;
+        }
+        // The innermost `def` around `n`: one above it (a `def` met before at this depth
+        // or deeper was a sibling's, or inside one).
+        while defs.last().is_some_and(|&(d, _)| d >= depth) {
+            defs.pop();
+        }
+        let def = defs.last().map(|&(_, d)| d);
         let in_def = def.is_some();
         let kind = kinds.name(n);
         if let Some(t) = tags.as_deref_mut() {
@@ -326,9 +342,13 @@ pub(crate) fn bindings<'t>(root: Node<'t>, src: &str, out: &mut Vec<RawBinding<'
             }
             _ => {}
         }
-        let def = if kind == "function_definition" { Some(n) } else { def };
-        for ch in n.named_children(&mut cursor) {
-            stack.push((ch, def));
+        if kind == "function_definition" {
+            defs.push((depth, n));
+        }
+        if cursor.goto_first_child() {
+            depth += 1;
+        } else if !next_node(&mut cursor, &mut depth) {
+            break;
         }
     }
     for SetterCall { class, call, method, attr, value } in setter_calls {
@@ -336,6 +356,19 @@ pub(crate) fn bindings<'t>(root: Node<'t>, src: &str, out: &mut Vec<RawBinding<'
             out.push((call, format!("self.{attr}"), value));
         }
     }
+}
+
+/// The cursor to the next node in document order that is not inside the one it is at:
+/// its next sibling, or the next sibling of the nearest ancestor that has one (`depth`
+/// follows). False at the end of the tree.
+fn next_node(cursor: &mut tree_sitter::TreeCursor, depth: &mut usize) -> bool {
+    while !cursor.goto_next_sibling() {
+        if !cursor.goto_parent() {
+            return false;
+        }
+        *depth -= 1;
+    }
+    true
 }
 
 /// `self.x = y` (or `setattr(cls, "x", y)`) where the method binds the local `y` once, to
