@@ -112,7 +112,8 @@ pub(crate) fn split(text: &str, emit: &mut dyn FnMut(usize, usize, &str)) {
 /// The byte ranges of [`split`]'s tokens, in its order (not lowercased).
 fn split_ranges(text: &str, emit: &mut dyn FnMut(usize, usize)) {
     let bytes = text.as_bytes();
-    let mut words: Vec<(usize, usize)> = Vec::new();
+    // (start, end, plain): a plain word (ASCII lowercase letters and digits) has no parts.
+    let mut words: Vec<(usize, usize, bool)> = Vec::new();
     let mut parts: Vec<(usize, usize)> = Vec::new();
     let mut i = 0;
     while i < bytes.len() {
@@ -134,14 +135,17 @@ fn split_ranges(text: &str, emit: &mut dyn FnMut(usize, usize)) {
         loop {
             let ws = end;
             let mut we = end;
+            let mut plain = true;
             loop {
                 let n = word_len_at(text, we);
                 if n == 0 {
                     break;
                 }
+                // One byte: ASCII (a longer word character is not).
+                plain &= n == 1 && matches!(bytes[we], b'a'..=b'z' | b'0'..=b'9');
                 we += n;
             }
-            words.push((ws, we));
+            words.push((ws, we, plain));
             end = we;
             let sep_len = match bytes.get(end) {
                 Some(b':') if bytes.get(end + 1) == Some(&b':') => 2,
@@ -157,9 +161,12 @@ fn split_ranges(text: &str, emit: &mut dyn FnMut(usize, usize)) {
         if words.len() > 1 {
             emit(start, end);
         }
-        for &(ws, we) in &words {
-            let word = &text[ws..we];
+        for &(ws, we, plain) in &words {
             emit(ws, we);
+            if plain {
+                continue;
+            }
+            let word = &text[ws..we];
             word_parts(word, &mut parts);
             if parts.len() > 1 {
                 for &(ps, pe) in &parts {
