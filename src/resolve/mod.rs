@@ -65,7 +65,7 @@ pub const TEST_REACH_CONFIDENCE: f64 = 0.5;
 /// An entity: (file index, entity index in the file).
 pub type ERef = (u32, u32);
 
-pub use crate::store::rows::{EntityRow, Rows, Text};
+pub use crate::store::rows::{EntityRow, ImportKey, Rows, Text};
 
 /// The totals the summary reports, kept in the index so that an incremental run can
 /// update them from the rows it changes instead of counting everything again.
@@ -409,8 +409,6 @@ pub fn resolve_files<'a>(world: &World<'a>, which: &[u32]) -> Rows<'a> {
     Rows { file, entity, contains, calls, call_site, unresolved, imports, inherits }
 }
 
-type Key4<'a> = (Text<'a>, i64, Text<'a>, Text<'a>);
-
 /// The rows of some files, each relation's in the order they were pushed.
 #[derive(Default)]
 struct Pushed<'a> {
@@ -418,8 +416,8 @@ struct Pushed<'a> {
     entity: Vec<(Text<'a>, EntityRow<'a>)>,
     contains: Vec<(Text<'a>, Text<'a>)>,
     inherits: Vec<((Text<'a>, Text<'a>), Option<Text<'a>>)>,
-    imports: Vec<(Key4<'a>, (Text<'a>, Option<Text<'a>>))>,
-    call_site: Vec<Key4<'a>>,
+    imports: Vec<(ImportKey<'a>, (Text<'a>, Option<Text<'a>>))>,
+    call_site: Vec<(Text<'a>, i64, Text<'a>, Text<'a>)>,
     unresolved: Vec<(Text<'a>, Text<'a>, i64, Text<'a>)>,
     calls: Vec<((Text<'a>, Text<'a>, i64), (Text<'a>, f64))>,
 }
@@ -455,13 +453,13 @@ impl<'a> Pushed<'a> {
                 }
             }
         }
-        let mut at = 0;
         for (imp, target) in f.imports.iter().zip(found.imports) {
             self.imports.push((
                 (b(&f.path), imp.line as i64, b(&imp.module), b(&imp.name)),
                 (b(&imp.alias), target.map(Cow::Owned)),
             ));
         }
+        let mut at = 0;
         for (call, &count) in f.calls.iter().zip(&found.counts) {
             let caller = b(&f.entities[call.owner as usize].id);
             self.call_site.push((caller.clone(), call.line as i64, b(&call.name), b(&call.receiver)));
