@@ -409,17 +409,22 @@ pub fn resolve_files<'a>(world: &World<'a>, which: &[u32]) -> Rows<'a> {
     Rows { file, entity, contains, calls, call_site, unresolved, imports, inherits }
 }
 
+/// A `file` row as pushed: path, then (lang, hash, lines, is_test, syntax_errors).
+type FileRow<'a> = (Text<'a>, (Text<'a>, Text<'a>, i64, bool, i64));
+/// A `calls` row as pushed: (caller, callee, line), then (how, confidence).
+type CallRow<'a> = ((Text<'a>, Text<'a>, i64), (Text<'a>, f64));
+
 /// The rows of some files, each relation's in the order they were pushed.
 #[derive(Default)]
 struct Pushed<'a> {
-    file: Vec<(Text<'a>, (Text<'a>, Text<'a>, i64, bool, i64))>,
+    file: Vec<FileRow<'a>>,
     entity: Vec<(Text<'a>, EntityRow<'a>)>,
     contains: Vec<(Text<'a>, Text<'a>)>,
     inherits: Vec<((Text<'a>, Text<'a>), Option<Text<'a>>)>,
     imports: Vec<(ImportKey<'a>, (Text<'a>, Option<Text<'a>>))>,
     call_site: Vec<(Text<'a>, i64, Text<'a>, Text<'a>)>,
     unresolved: Vec<(Text<'a>, Text<'a>, i64, Text<'a>)>,
-    calls: Vec<((Text<'a>, Text<'a>, i64), (Text<'a>, f64))>,
+    calls: Vec<CallRow<'a>>,
 }
 
 impl<'a> Pushed<'a> {
