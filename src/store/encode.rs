@@ -145,15 +145,16 @@ fn value_into(out: &mut Vec<u8>, id: u64, vals: &[Col]) -> Result<(), StoreError
     fn bad(e: impl std::fmt::Display) -> StoreError {
         StoreError::Db(format!("encoding a stored value: {e}"))
     }
+    /// The head of a variant with data: a one-entry map from its name.
+    fn variant(out: &mut Vec<u8>, name: &str) -> Result<(), StoreError> {
+        mp::write_map_len(out, 1).map_err(bad)?;
+        mp::write_str(out, name).map_err(bad)
+    }
     out.clear();
     out.extend_from_slice(&id.to_be_bytes());
     let len = u32::try_from(vals.len()).map_err(|_| StoreError::Db("a row of over 2^32 columns".into()))?;
     mp::write_array_len(out, len).map_err(bad)?;
     for c in vals {
-        let variant = |out: &mut Vec<u8>, name: &str| {
-            mp::write_map_len(out, 1).map_err(bad)?;
-            mp::write_str(out, name).map_err(bad)
-        };
         match *c {
             Col::Null => mp::write_str(out, "Null").map_err(bad)?,
             Col::Bool(b) => {

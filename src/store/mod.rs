@@ -531,17 +531,16 @@ fn write_table(
         });
         // A closed channel: the writer stopped, and says why when joined.
         let stopped = |_| StoreError::Db("the graph's table writer stopped".into());
+        // A batch holds one unit's pairs (a refusal names the relation); its buffers are
+        // one handed back when there is one.
+        let fresh = |rel| Batch { rel, ..empty_rx.try_recv().unwrap_or_default() };
         let encoded = || -> Result<(), StoreError> {
             for (id, l) in units {
-                // A batch holds one unit's pairs (a refusal names the relation).
-                let mut batch = empty_rx.try_recv().unwrap_or_default();
-                batch.rel = l.name;
+                let mut batch = fresh(l.name);
                 encode::write_unit(l, id, &mut |f| encode::each_row(l.name, &rows, facts, &meta, f), &mut |k, v| {
                     batch.push(k, v);
                     if batch.bytes.len() >= Batch::BYTES {
-                        let mut next = empty_rx.try_recv().unwrap_or_default();
-                        next.rel = l.name;
-                        full_tx.send(std::mem::replace(&mut batch, next)).map_err(stopped)?;
+                        full_tx.send(std::mem::replace(&mut batch, fresh(l.name))).map_err(stopped)?;
                     }
                     Ok(())
                 })?;
@@ -1274,7 +1273,13 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("graph.db");
         let root = Path::new("/some/r\u{e9}po");
-        for (rows, facts) in [edge_rows(), (Rows::default(), Vec::new())] {
+        // Facts of 100 KiB each: `index_facts` spans several of the writer's batches (whose
+        // buffers, once handed back, are filled again).
+        let (rows, mut big) = edge_rows();
+        for (i, (_, blob)) in big.iter_mut().enumerate() {
+            *blob = (0..100 * 1024).map(|j| (i * 31 + j % 251) as u8).collect();
+        }
+        for (rows, facts) in [edge_rows(), (Rows::default(), Vec::new()), (rows, big)] {
             write_table(&path, root, rows.clone(), encode::Facts::Encoded(&facts), "digest", &counts).unwrap();
             let ours = std::sync::Arc::new(table::Table::open(&path).unwrap()).all();
             std::fs::remove_file(&path).unwrap();

@@ -440,15 +440,10 @@ impl TableWriter {
     }
 
     pub fn add(&mut self, key: &[u8], val: &[u8]) -> Result<(), TableError> {
-        // The shared prefix with the last key also says the order: past it, the new key
-        // must have the greater byte, or be the longer with nothing past the last key.
+        // The shared prefix with the last key also says the order: what follows it decides
+        // (its first byte, or which key ends there), so only that is compared.
         let common = shared_prefix(&self.last, key);
-        let after = match (self.last.get(common), key.get(common)) {
-            (Some(l), Some(k)) => k > l,
-            (None, Some(_)) => true,
-            _ => false,
-        };
-        if self.has_last && !after {
+        if self.has_last && self.last[common..] >= key[common..] {
             return Err(self.out_of_order());
         }
         let shared = if self.count == 0 {
